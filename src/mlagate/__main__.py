@@ -1,0 +1,3 @@
+from mlagate.cli import main
+
+raise SystemExit(main())

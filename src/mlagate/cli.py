@@ -1,0 +1,118 @@
+"""The command line: a thin shell over mlagate.execute. Exit status 2 for bad input, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from mlagate import arms as arms_mod
+from mlagate import execute, results
+from mlagate.matrix import MatrixError, default_path, load
+from mlagate.plan import PlanError, Selection
+from mlagate.plugin import default_backend, default_runner
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(2, f"mlagate: error: {message}\n")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", type=Path, default=None, help="matrix file (default: ./matrix.yaml, else the bundled one)")
+    p.add_argument("--cache", type=Path, default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
+
+
+def _selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
+    p.add_argument("--module", action="append", default=[], help="only this module (repeatable)")
+    p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
+    p.add_argument("--profile", default="quick", help="quick (2-core CPU) or full (GPU / Apple Silicon)")
+    p.add_argument("--backend", choices=("cpu", "gpu"), default=None, help="MLX backend (default: gpu on macOS, else cpu)")
+    p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="mlagate", description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module")
+    _common(p)
+    _selection(p)
+    p.add_argument("--format", choices=("table", "json", "github"), default="table")
+
+    p = sub.add_parser("arms", help="materialise and check the arms")
+    _common(p)
+    p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
+    p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
+    p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
+
+    p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
+    _common(p)
+    _selection(p)
+    p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
+    p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError) as exc:
+        print(f"mlagate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
+        return 2
+
+
+def _context(args):
+    matrix = load(args.matrix or default_path())
+    backend = getattr(args, "backend", None) or default_backend()
+    runner = getattr(args, "runner", None) or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend)
+    if runner not in matrix.runners:
+        raise execute.UsageError(f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})")
+    return matrix, backend, runner
+
+
+def _dispatch(args) -> int:
+    if args.command == "arms":
+        if args.import_:
+            keys = arms_mod.import_cache(args.import_, args.cache)
+            print(f"imported {len(keys)} arms from {args.import_}")
+        matrix = load(args.matrix or default_path())
+        installs = execute.installs_for(matrix, Selection(arms=tuple(args.arm)), args.cache)
+        for inst in installs.values():
+            print(f"{inst.arm.id:28} {inst.arm.role:8} {inst.runtime.distribution} {inst.version:10} {inst.key}  {inst.site}")
+        if args.export:
+            arms_mod.export(installs, args.export)
+            print(f"exported {len(installs)} arms to {args.export}")
+        return 0
+
+    matrix, backend, runner = _context(args)
+    selection = Selection(tuple(args.suite), tuple(args.module), tuple(args.arm))
+    if args.command == "plan":
+        outcome = execute.plan(matrix, selection, args.profile, backend, runner, args.cache)
+        if args.format == "json":
+            print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
+        elif args.format == "github":
+            print(json.dumps({"include": [c.to_json() for c in outcome.cases]}))
+        else:
+            print(f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} evidence")
+            for c in outcome.cases:
+                print(f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} {c.dtype:9} {c.evidence}")
+            print(f"{len(outcome.cases)} cases, {len(matrix.modules)} modules, {len(matrix.arms)} arms")
+        for gap in outcome.gaps:
+            print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
+        return outcome.exit_code
+
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache)
+    print(results.table(outcome.summary))
+    for row in outcome.summary.rows:
+        if row["verdict"] in ("fail", "invalid"):
+            print(f"replay {row['case_id']}: {row['replay']}")
+    print(f"results: {args.out / 'results'}")
+    return outcome.exit_code

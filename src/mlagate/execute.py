@@ -1,0 +1,127 @@
+"""Plain functions behind the CLI: plan, check arms, run suites. Each returns a result object."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlagate import arms as arms_mod
+from mlagate import results
+from mlagate.arms import ArmInstall
+from mlagate.matrix import Matrix, bundled
+from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
+
+
+class UsageError(ValueError):
+    """Bad input from the user or the matrix; one line, exit status 2."""
+
+
+def installs_for(matrix: Matrix, selection: Selection, cache: Path | None = None) -> dict[str, ArmInstall]:
+    """Materialise the arms the selection touches and check that every module exists in them."""
+    selection.check(matrix)
+    wanted = sorted({a.id for m in matrix.modules.values() for a in matrix.arms_for(m) if (not selection.arms or a.id in selection.arms) and (not selection.modules or m.id in selection.modules)})
+    try:
+        installs = arms_mod.materialise_all(matrix, wanted, cache)
+    except arms_mod.ArmError as exc:
+        raise UsageError(str(exc)) from None
+    check_modules(matrix, installs)
+    return installs
+
+
+def check_modules(matrix: Matrix, installs: dict[str, ArmInstall]) -> None:
+    """Every registered module's import path and attention class exist in each of its arms."""
+    for module in matrix.modules.values():
+        for arm in matrix.arms_for(module):
+            inst = installs.get(arm.id)
+            if inst is None:
+                continue
+            if not inst.has_module(module.import_path):
+                raise UsageError(f"{matrix.path}: modules.{module.id}.import: {module.import_path} does not exist in arm {arm.id} ({inst.version})")
+            cls = module.attention_for(arm.id)
+            if cls not in _classes(inst, module.import_path):
+                raise UsageError(f"{matrix.path}: modules.{module.id}.attention: no class {cls} in {module.import_path} of arm {arm.id}")
+
+
+def _classes(inst: ArmInstall, import_path: str) -> set[str]:
+    base = inst.site.joinpath(*import_path.split("."))
+    path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    cases: list[Case]
+    gaps: list[Coverage]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.gaps else 0
+
+
+def plan(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, cache: Path | None = None) -> PlanOutcome:
+    installs = installs_for(matrix, selection, cache)
+    try:
+        cases = expand(matrix, selection, profile, backend, runner, installs)
+    except PlanError as exc:
+        raise UsageError(str(exc)) from None
+    return PlanOutcome(cases, coverage(matrix, installs))
+
+
+def suite_file(matrix: Matrix, suite: str) -> Path:
+    kind = matrix.suites[suite].kind
+    path = bundled("suites") / kind / f"test_{suite}.py"
+    if not path.is_file():
+        raise UsageError(f"{matrix.path}: suites.{suite}: no suite file {path}")
+    return path
+
+
+@dataclass
+class RunOutcome:
+    summary: results.Summary
+    out: Path
+    pytest_codes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return self.summary.exit_code
+
+
+def run(
+    matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
+    workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None,
+) -> RunOutcome:
+    """Run the selected suites through pytest; results land in OUT/results/ as each case ends."""
+    outcome = plan(matrix, selection, profile, backend, runner, cache)
+    if outcome.gaps:
+        gap = outcome.gaps[0]
+        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
+    suites = selection.suites or tuple(matrix.suites)
+    codes = {}
+    for kind in ("correctness", "performance"):
+        chosen = [s for s in suites if matrix.suites[s].kind == kind]
+        if not chosen:
+            continue
+        args = [sys.executable, "-m", "pytest", *map(str, (suite_file(matrix, s) for s in chosen)), "-q", "-p", "no:cacheprovider",
+                "--rootdir", str(bundled("suites")), "--mlagate-matrix", str(matrix.path), "--mlagate-profile", profile,
+                "--mlagate-backend", backend, "--mlagate-runner", runner, "--mlagate-out", str(out)]
+        if cache:
+            args += ["--mlagate-cache", str(cache)]
+        for m in selection.modules:
+            args += ["--mlagate-module", m]
+        for a in selection.arms:
+            args += ["--mlagate-arm", a]
+        if kind == "correctness" and workers > 1:
+            args += ["-n", str(workers)]
+        args += pytest_args or []
+        code = subprocess.call(args, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        codes[kind] = code
+        if code not in (0, 1, 5):
+            raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see its output above)")
+    wanted = {c.id for c in outcome.cases}
+    rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
+    return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes)

@@ -1,0 +1,514 @@
+"""matrix.yaml, version 1: loaded once at the edge and validated strictly into frozen dataclasses.
+
+Every error is a MatrixError whose str() is one line naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import yaml
+
+SCHEMA_VERSION = 1
+ROLES = ("stock", "patched", "base", "head")
+BACKENDS = ("cpu", "gpu", "metal", "cuda")
+SUITE_KINDS = ("correctness", "performance")
+DTYPES = ("float32", "bfloat16", "float16")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
+
+
+class MatrixError(ValueError):
+    """A one-line configuration error: ``FILE:LINE: KEY: message``."""
+
+    def __init__(self, file: str, line: int | None, key: str, message: str):
+        self.file, self.line, self.key, self.message = file, line, key, message
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {key}: {message}")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    id: str
+    package: str
+    distribution: str
+
+
+@dataclass(frozen=True)
+class ArmSource:
+    kind: str  # pypi | git | path
+    spec: str  # requirement, git URL or path
+    ref: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.spec}@{self.ref}" if self.ref else self.spec
+
+
+@dataclass(frozen=True)
+class Arm:
+    id: str
+    runtime: str
+    source: ArmSource
+    role: str
+    patches: tuple[Path, ...] = ()
+    needs: tuple[str, ...] = ()
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class Indexer:
+    n_heads: int
+    head_dim: int
+    topk: int
+    kpool: int | None = None
+
+
+@dataclass(frozen=True)
+class Geometry:
+    id: str
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    qk_rope_head_dim: int
+    num_attention_heads: int
+    hidden_size: int
+    q_lora_rank: int | None
+    source: str
+    indexer: Indexer | None = None
+
+    @property
+    def rnv(self) -> tuple[int, int, int]:
+        return (self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim)
+
+
+@dataclass(frozen=True)
+class Module:
+    id: str
+    runtime: str
+    import_path: str
+    attention: str
+    model: str
+    args: str
+    config: Mapping[str, Any]
+    geometries: tuple[str, ...]
+    geometry_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    arms: tuple[str, ...] | None = None
+    sparse: bool = False
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    notes: str = ""
+
+    def attention_for(self, arm: str) -> str:
+        return self.overrides.get(arm, {}).get("attention", self.attention)
+
+    def config_for(self, arm: str) -> dict[str, Any]:
+        return {**self.config, **self.overrides.get(arm, {}).get("config", {})}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    module: str
+    geometry: str
+    size_gb: float
+    runners: Mapping[str, str]  # runner label -> local path
+
+
+@dataclass(frozen=True)
+class Suite:
+    id: str
+    kind: str
+    gates: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Runner:
+    label: str
+    backend: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    id: str
+    heads: int
+    hidden_size: int
+    q_lora_rank: int
+    vocab_size: int
+    index_heads: int
+    index_topk: int
+    cache_lengths: tuple[int, ...]
+    widths: tuple[int, ...]
+    prefill_chunk: int
+    samples: int
+    dtype: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Allow:
+    module: str
+    guard: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    version: int
+    runtimes: Mapping[str, Runtime]
+    arms: Mapping[str, Arm]
+    geometries: Mapping[str, Geometry]
+    modules: Mapping[str, Module]
+    checkpoints: Mapping[str, Checkpoint]
+    suites: Mapping[str, Suite]
+    runners: Mapping[str, Runner]
+    profiles: Mapping[str, Profile]
+    allowlist: tuple[Allow, ...] = ()
+
+    def arms_for(self, module: Module) -> list[Arm]:
+        chosen = module.arms if module.arms is not None else tuple(self.arms)
+        return [self.arms[a] for a in chosen if self.arms[a].runtime == module.runtime]
+
+
+# --- strict reading -------------------------------------------------------------------
+
+
+class _Node:
+    """A YAML value with the line it came from."""
+
+    __slots__ = ("value", "line")
+
+    def __init__(self, value: Any, line: int):
+        self.value, self.line = value, line
+
+
+def _compose(text: str, file: str) -> _Node:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise MatrixError(file, line, "<yaml>", f"not valid YAML: {problem}") from None
+    if root is None:
+        raise MatrixError(file, 1, "<root>", "the file is empty")
+    return _convert(root, file)
+
+
+def _convert(node: yaml.Node, file: str) -> _Node:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Node] = {}
+        for knode, vnode in node.value:
+            key = knode.value
+            if not isinstance(knode, yaml.ScalarNode):
+                raise MatrixError(file, knode.start_mark.line + 1, "<key>", "keys must be scalars")
+            if key in out:
+                raise MatrixError(file, knode.start_mark.line + 1, key, "duplicate key")
+            child = _convert(vnode, file)
+            child.line = knode.start_mark.line + 1
+            out[key] = child
+        return _Node(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Node([_convert(v, file) for v in node.value], line)
+    return _Node(yaml.SafeLoader("").construct_object(node, deep=True), line)
+
+
+class _Reader:
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, node: _Node | None, key: str, message: str) -> MatrixError:
+        return MatrixError(self.file, node.line if node else None, key, message)
+
+    def mapping(self, node: _Node, key: str, allowed: set[str], required: set[str]) -> dict[str, _Node]:
+        if not isinstance(node.value, dict):
+            raise self.fail(node, key, f"expected a mapping, got {_kind(node.value)}")
+        for k, v in node.value.items():
+            if k not in allowed:
+                raise self.fail(v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        for k in sorted(required - set(node.value)):
+            raise self.fail(node, f"{key}.{k}", "required key is missing")
+        return node.value
+
+    def table(self, node: _Node, key: str) -> dict[str, _Node]:
+        if not isinstance(node.value, dict):
+            raise self.fail(node, key, f"expected a mapping of ids, got {_kind(node.value)}")
+        for k, v in node.value.items():
+            if not isinstance(k, str) or not _ID.match(k):
+                raise self.fail(v, f"{key}.{k}", "ids use letters, digits, '.', '_', '-' and '/'")
+        return node.value
+
+    def scalar(self, node: _Node, key: str, kind: type | tuple[type, ...], check: Callable[[Any], bool] | None = None, what: str = "") -> Any:
+        value = node.value
+        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
+        if not ok or (check is not None and not check(value)):
+            want = what or (kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind))
+            raise self.fail(node, key, f"expected {want}, got {value!r}")
+        return value
+
+    def opt(self, m: dict[str, _Node], name: str, key: str, kind, default=None, **kw) -> Any:
+        node = m.get(name)
+        if node is None or node.value is None:
+            return default
+        return self.scalar(node, f"{key}.{name}", kind, **kw)
+
+    def req(self, m: dict[str, _Node], name: str, key: str, kind, **kw) -> Any:
+        return self.scalar(m[name], f"{key}.{name}", kind, **kw)
+
+    def str_list(self, node: _Node | None, key: str) -> tuple[str, ...]:
+        if node is None or node.value is None:
+            return ()
+        if not isinstance(node.value, list):
+            raise self.fail(node, key, f"expected a list, got {_kind(node.value)}")
+        return tuple(self.scalar(v, f"{key}[{i}]", str) for i, v in enumerate(node.value))
+
+    def int_list(self, node: _Node, key: str) -> tuple[int, ...]:
+        if not isinstance(node.value, list) or not node.value:
+            raise self.fail(node, key, "expected a non-empty list of integers")
+        return tuple(self.scalar(v, f"{key}[{i}]", int, lambda x: x >= 0, "a non-negative integer") for i, v in enumerate(node.value))
+
+    def plain(self, node: _Node) -> Any:
+        if isinstance(node.value, dict):
+            return MappingProxyType({k: self.plain(v) for k, v in node.value.items()})
+        if isinstance(node.value, list):
+            return tuple(self.plain(v) for v in node.value)
+        return node.value
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+_POSITIVE = dict(check=lambda x: x > 0, what="a positive integer")
+_NON_NEGATIVE = dict(check=lambda x: x >= 0, what="a non-negative integer")
+
+
+def load(path: str | Path) -> Matrix:
+    """Read and validate a matrix file; raise MatrixError on the first problem."""
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MatrixError(file, None, "<file>", f"cannot read: {exc.strerror}") from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> Matrix:
+    file = str(path)
+    r = _Reader(file)
+    root = r.mapping(
+        _compose(text, file),
+        "<root>",
+        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist"},
+        {"version", "runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"},
+    )
+    version = r.req(root, "version", "<root>", int)
+    if version != SCHEMA_VERSION:
+        raise r.fail(root["version"], "version", f"unsupported version {version} (this mlagate reads {SCHEMA_VERSION})")
+    base = path.resolve().parent
+
+    runtimes = {}
+    for rid, node in r.table(root["runtimes"], "runtimes").items():
+        key = f"runtimes.{rid}"
+        m = r.mapping(node, key, {"package", "distribution"}, {"package", "distribution"})
+        runtimes[rid] = Runtime(rid, r.req(m, "package", key, str), r.req(m, "distribution", key, str))
+
+    arms = {}
+    for aid, node in r.table(root["arms"], "arms").items():
+        key = f"arms.{aid}"
+        m = r.mapping(node, key, {"runtime", "pypi", "git", "ref", "path", "patches", "needs", "role", "baseline"}, {"runtime", "role"})
+        runtime = r.req(m, "runtime", key, str)
+        if runtime not in runtimes:
+            raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
+        sources = [s for s in ("pypi", "git", "path") if s in m]
+        if len(sources) != 1:
+            raise r.fail(node, key, "give exactly one of pypi, git or path")
+        kind = sources[0]
+        spec = r.req(m, kind, key, str)
+        ref = r.opt(m, "ref", key, str)
+        if kind == "git" and not ref:
+            raise r.fail(node, f"{key}.ref", "a git arm needs a ref")
+        if kind != "git" and ref:
+            raise r.fail(m["ref"], f"{key}.ref", "ref is only for git arms")
+        if kind == "path":
+            spec = str((base / spec).resolve())
+            if not Path(spec).exists():
+                raise r.fail(m["path"], f"{key}.path", f"no such directory: {spec}")
+        patches = []
+        for i, p in enumerate(r.str_list(m.get("patches"), f"{key}.patches")):
+            pp = (base / p).resolve()
+            if not pp.is_file():
+                raise r.fail(m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}")
+            patches.append(pp)
+        role = r.req(m, "role", key, str, check=lambda x: x in ROLES, what=" or ".join(ROLES))
+        arms[aid] = Arm(aid, runtime, ArmSource(kind, spec, ref), role, tuple(patches), r.str_list(m.get("needs"), f"{key}.needs"), r.opt(m, "baseline", key, str))
+    for arm in arms.values():
+        if arm.baseline is not None and arm.baseline not in arms:
+            raise r.fail(root["arms"].value[arm.id].value["baseline"], f"arms.{arm.id}.baseline", f"unknown arm {arm.baseline!r}")
+
+    geometries = {}
+    for gid, node in r.table(root["geometries"], "geometries").items():
+        key = f"geometries.{gid}"
+        ints = ["kv_lora_rank", "qk_nope_head_dim", "v_head_dim", "qk_rope_head_dim", "num_attention_heads", "hidden_size"]
+        m = r.mapping(node, key, {*ints, "q_lora_rank", "source", "indexer"}, {*ints, "source"})
+        indexer = None
+        if "indexer" in m and m["indexer"].value is not None:
+            ik = f"{key}.indexer"
+            im = r.mapping(m["indexer"], ik, {"n_heads", "head_dim", "topk", "kpool"}, {"n_heads", "head_dim", "topk"})
+            indexer = Indexer(
+                r.req(im, "n_heads", ik, int, **_POSITIVE), r.req(im, "head_dim", ik, int, **_POSITIVE),
+                r.req(im, "topk", ik, int, **_POSITIVE), r.opt(im, "kpool", ik, int, **_POSITIVE),
+            )
+        dims = {k: r.req(m, k, key, int, **(_NON_NEGATIVE if k == "qk_rope_head_dim" else _POSITIVE)) for k in ints}
+        geometries[gid] = Geometry(
+            gid, **dims,
+            q_lora_rank=r.opt(m, "q_lora_rank", key, int, **_POSITIVE),
+            source=r.req(m, "source", key, str), indexer=indexer,
+        )
+
+    modules = {}
+    for mid, node in r.table(root["modules"], "modules").items():
+        key = f"modules.{mid}"
+        m = r.mapping(
+            node, key,
+            {"runtime", "import", "attention", "model", "args", "config", "geometries", "geometry_keys", "arms", "sparse", "overrides", "notes"},
+            {"runtime", "import", "attention", "model", "args", "geometries"},
+        )
+        runtime = r.req(m, "runtime", key, str)
+        if runtime not in runtimes:
+            raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
+        import_path = r.req(m, "import", key, str, check=lambda x: re.fullmatch(r"[A-Za-z_][\w.]*", x) is not None, what="a dotted import path")
+        if import_path.split(".")[0] != runtimes[runtime].package:
+            raise r.fail(m["import"], f"{key}.import", f"{import_path} is not inside package {runtimes[runtime].package}")
+        geos = r.str_list(m["geometries"], f"{key}.geometries")
+        if not geos:
+            raise r.fail(m["geometries"], f"{key}.geometries", "name at least one geometry")
+        for i, g in enumerate(geos):
+            if g not in geometries:
+                raise r.fail(m["geometries"].value[i], f"{key}.geometries[{i}]", f"unknown geometry {g!r}")
+        module_arms = None
+        if "arms" in m:
+            module_arms = r.str_list(m["arms"], f"{key}.arms")
+            for i, a in enumerate(module_arms):
+                if a not in arms:
+                    raise r.fail(m["arms"].value[i], f"{key}.arms[{i}]", f"unknown arm {a!r}")
+                if arms[a].runtime != runtime:
+                    raise r.fail(m["arms"].value[i], f"{key}.arms[{i}]", f"arm {a!r} is of runtime {arms[a].runtime}, not {runtime}")
+        config = r.plain(m["config"]) if "config" in m and m["config"].value is not None else MappingProxyType({})
+        if not isinstance(config, Mapping):
+            raise r.fail(m["config"], f"{key}.config", "expected a mapping")
+        gkeys = r.plain(m["geometry_keys"]) if "geometry_keys" in m else MappingProxyType({})
+        overrides = {}
+        if "overrides" in m and m["overrides"].value:
+            for arm_id, onode in r.table(m["overrides"], f"{key}.overrides").items():
+                ok = f"{key}.overrides.{arm_id}"
+                if arm_id not in arms:
+                    raise r.fail(onode, ok, f"unknown arm {arm_id!r}")
+                om = r.mapping(onode, ok, {"attention", "config"}, set())
+                entry = {}
+                if "attention" in om:
+                    entry["attention"] = r.req(om, "attention", ok, str)
+                if "config" in om:
+                    if not isinstance(om["config"].value, dict):
+                        raise r.fail(om["config"], f"{ok}.config", "expected a mapping")
+                    entry["config"] = r.plain(om["config"])
+                overrides[arm_id] = MappingProxyType(entry)
+        modules[mid] = Module(
+            mid, runtime, import_path, r.req(m, "attention", key, str), r.req(m, "model", key, str),
+            r.req(m, "args", key, str), config, geos, gkeys, module_arms,
+            bool(r.opt(m, "sparse", key, bool, default=False)), MappingProxyType(overrides), r.opt(m, "notes", key, str, default=""),
+        )
+
+    checkpoints = {}
+    if "checkpoints" in root and root["checkpoints"].value:
+        for cid, node in r.table(root["checkpoints"], "checkpoints").items():
+            key = f"checkpoints.{cid}"
+            m = r.mapping(node, key, {"module", "geometry", "size_gb", "runners"}, {"module", "geometry", "size_gb"})
+            mod = r.req(m, "module", key, str)
+            if mod not in modules:
+                raise r.fail(m["module"], f"{key}.module", f"unknown module {mod!r}")
+            geo = r.req(m, "geometry", key, str)
+            if geo not in geometries:
+                raise r.fail(m["geometry"], f"{key}.geometry", f"unknown geometry {geo!r}")
+            held = {}
+            if "runners" in m and m["runners"].value:
+                for label, pnode in r.table(m["runners"], f"{key}.runners").items():
+                    held[label] = r.scalar(pnode, f"{key}.runners.{label}", str)
+            checkpoints[cid] = Checkpoint(cid, mod, geo, float(r.req(m, "size_gb", key, (int, float))), MappingProxyType(held))
+
+    suites = {}
+    for sid, node in r.table(root["suites"], "suites").items():
+        key = f"suites.{sid}"
+        m = r.mapping(node, key, {"kind", "gates"}, {"kind"})
+        gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
+        suites[sid] = Suite(sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates)
+
+    runners = {}
+    for label, node in r.table(root["runners"], "runners").items():
+        key = f"runners.{label}"
+        m = r.mapping(node, key, {"backend", "notes"}, {"backend"})
+        runners[label] = Runner(label, r.req(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)), r.opt(m, "notes", key, str, default=""))
+    for cp in checkpoints.values():
+        for label in cp.runners:
+            if label not in runners:
+                raise r.fail(root["checkpoints"].value[cp.id], f"checkpoints.{cp.id}.runners.{label}", f"unknown runner label {label!r}")
+
+    profiles = {}
+    pints = ["heads", "hidden_size", "q_lora_rank", "vocab_size", "index_heads", "index_topk", "prefill_chunk", "samples"]
+    for pid, node in r.table(root["profiles"], "profiles").items():
+        key = f"profiles.{pid}"
+        m = r.mapping(node, key, {*pints, "cache_lengths", "widths", "dtype", "timeout_s"}, {*pints, "cache_lengths", "widths", "dtype", "timeout_s"})
+        vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
+        if vals["heads"] < 2:
+            raise r.fail(m["heads"], f"{key}.heads", "at least 2 heads (the path probes tell the latent from the heads by that axis)")
+        profiles[pid] = Profile(
+            pid, cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"), widths=r.int_list(m["widths"], f"{key}.widths"),
+            dtype=r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
+            timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")), **vals,
+        )
+
+    allowlist = []
+    if "allowlist" in root and root["allowlist"].value:
+        if not isinstance(root["allowlist"].value, list):
+            raise r.fail(root["allowlist"], "allowlist", "expected a list")
+        for i, node in enumerate(root["allowlist"].value):
+            key = f"allowlist[{i}]"
+            m = r.mapping(node, key, {"module", "guard", "reason"}, {"module", "guard", "reason"})
+            allowlist.append(Allow(r.req(m, "module", key, str), r.req(m, "guard", key, str), r.req(m, "reason", key, str)))
+
+    return Matrix(
+        path=path, version=version, runtimes=MappingProxyType(runtimes), arms=MappingProxyType(arms),
+        geometries=MappingProxyType(geometries), modules=MappingProxyType(modules), checkpoints=MappingProxyType(checkpoints),
+        suites=MappingProxyType(suites), runners=MappingProxyType(runners), profiles=MappingProxyType(profiles), allowlist=tuple(allowlist),
+    )
+
+
+def thaw(value: Any) -> Any:
+    """A frozen config value as plain JSON-ready dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def default_path() -> Path:
+    """The matrix a bare command uses: ./matrix.yaml, else the one shipped with mlagate."""
+    local = Path("matrix.yaml")
+    if local.is_file():
+        return local
+    return bundled("matrix.yaml")
+
+
+def bundled(name: str) -> Path:
+    """A file shipped with mlagate: the source checkout's copy, else the wheel's."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parents[1] / name, here / "_bundled" / name):
+        if candidate.exists():
+            return candidate
+    return here.parents[1] / name

@@ -1,0 +1,113 @@
+"""The plan: the matrix expanded into cases, each with its evidence level."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mlagate import scanner
+from mlagate.arms import ArmInstall
+from mlagate.matrix import Matrix
+
+EVIDENCE = ("checkpoint", "synthetic", "argued")
+
+
+class PlanError(ValueError):
+    """A selection or discovery problem; one line."""
+
+
+@dataclass(frozen=True)
+class Case:
+    suite: str
+    module: str
+    arm: str
+    geometry: str
+    dtype: str
+    backend: str
+    profile: str
+    runner: str
+    evidence: str
+    checkpoint: str | None = None
+
+    @property
+    def id(self) -> str:
+        source = self.checkpoint or self.geometry
+        return f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}"
+
+    @property
+    def file_stem(self) -> str:
+        slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.id.replace("::", "__"))
+        return f"{slug[:150]}-{hashlib.sha1(self.id.encode()).hexdigest()[:8]}"
+
+    def replay(self, profile: str | None = None) -> str:
+        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"]
+        return " ".join(parts)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "id": self.id}
+
+
+@dataclass(frozen=True)
+class Selection:
+    suites: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    arms: tuple[str, ...] = ()
+
+    def check(self, matrix: Matrix) -> None:
+        for kind, names, table in (("suite", self.suites, matrix.suites), ("module", self.modules, matrix.modules), ("arm", self.arms, matrix.arms)):
+            for name in names:
+                if name not in table:
+                    near = [k for k in table if name in k or k.endswith("/" + name)]
+                    hint = f" (did you mean {', '.join(near[:3])}?)" if near else ""
+                    raise PlanError(f"unknown {kind} {name!r}{hint}")
+
+
+def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None) -> list[Case]:
+    """Every case of the selection, in a stable order. Modules absent from an arm's install are left out."""
+    selection.check(matrix)
+    if profile not in matrix.profiles:
+        raise PlanError(f"unknown profile {profile!r} (matrix has {', '.join(matrix.profiles)})")
+    dtype = matrix.profiles[profile].dtype
+    cases = []
+    for suite in selection.suites or tuple(matrix.suites):
+        for module in matrix.modules.values():
+            if selection.modules and module.id not in selection.modules:
+                continue
+            for arm in matrix.arms_for(module):
+                if selection.arms and arm.id not in selection.arms:
+                    continue
+                if installs is not None and (arm.id not in installs or not installs[arm.id].has_module(module.import_path)):
+                    continue
+                for geometry in module.geometries:
+                    cases.append(Case(suite, module.id, arm.id, geometry, dtype, backend, profile, runner, "synthetic"))
+                for cp in matrix.checkpoints.values():
+                    if cp.module == module.id:
+                        evidence = "checkpoint" if runner in cp.runners else "argued"
+                        cases.append(Case(suite, module.id, arm.id, cp.geometry, dtype, backend, profile, runner, evidence, cp.id))
+    return cases
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """MLA modules found in an arm that the matrix does not register."""
+
+    arm: str
+    missing: tuple[str, ...]
+
+
+def coverage(matrix: Matrix, installs: dict[str, ArmInstall]) -> list[Coverage]:
+    """Discover the MLA modules of each installed arm and compare with the matrix."""
+    gaps = []
+    for arm_id, inst in installs.items():
+        registered = {(m.import_path, m.attention_for(arm_id)) for m in matrix.modules.values() if m.runtime == inst.runtime.id}
+        found = scanner.discover(inst.site, inst.runtime.package)
+        missing = tuple(sorted(f"{imp}:{cls}" for imp, cls in found if (imp, cls) not in registered))
+        if missing:
+            gaps.append(Coverage(arm_id, missing))
+    return gaps
+
+
+def write_json(cases: list[Case], path: Path) -> None:
+    path.write_text(json.dumps([c.to_json() for c in cases], indent=1))

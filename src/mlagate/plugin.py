@@ -1,0 +1,299 @@
+"""The pytest plugin: parametrises suites with the matrix's cases and records one result per case.
+
+A suite is a pytest module `suites/<kind>/test_<suite>.py` whose tests take the `mla` fixture.
+A test passes or fails with plain asserts; `Invalid` (or a worker crash) makes the case
+invalid, never failed; an argued case is recorded without running anything.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mlagate import arms as arms_mod
+from mlagate import crossover, results
+from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
+from mlagate.matrix import default_path as default_matrix
+from mlagate.matrix import load as load_matrix
+from mlagate.plan import Case, PlanError, Selection, expand
+from mlagate.supervisor import WorkerError, WorkerPool
+
+RESULT_KEY = "mlagate_result"
+
+
+class Invalid(Exception):
+    """The case measured something other than what it claims (or could not measure): invalid, not failed."""
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("mlagate")
+    g.addoption("--mlagate-matrix", default=None, help="matrix.yaml to expand (default: ./matrix.yaml, else the bundled one)")
+    g.addoption("--mlagate-profile", default="quick", help="profile of the matrix: quick or full")
+    g.addoption("--mlagate-backend", default=None, help="cpu or gpu (default: what MLX reports in the worker)")
+    g.addoption("--mlagate-runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else linux-cpu / macos-metal)")
+    g.addoption("--mlagate-out", default="reports/latest", help="output directory; results go to OUT/results/")
+    g.addoption("--mlagate-module", action="append", default=[], help="only this module (repeatable)")
+    g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
+    g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
+
+
+class Context:
+    """What one pytest process knows about the matrix and its workers."""
+
+    def __init__(self, config):
+        opt = config.getoption
+        path = opt("--mlagate-matrix") or default_matrix()
+        try:
+            self.matrix: Matrix = load_matrix(path)
+        except MatrixError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.profile_name = opt("--mlagate-profile")
+        if self.profile_name not in self.matrix.profiles:
+            raise pytest.UsageError(f"--mlagate-profile: unknown profile {self.profile_name!r}")
+        self.profile: Profile = self.matrix.profiles[self.profile_name]
+        self.backend = opt("--mlagate-backend") or default_backend()
+        self.runner = opt("--mlagate-runner") or os.environ.get("MLAGATE_RUNNER") or default_runner(self.matrix, self.backend)
+        self.out = Path(opt("--mlagate-out"))
+        self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
+        self.selection = Selection(modules=tuple(opt("--mlagate-module")), arms=tuple(opt("--mlagate-arm")))
+        try:
+            self.selection.check(self.matrix)
+        except PlanError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self._installs = None
+        self._pool = None
+
+    @property
+    def installs(self):
+        if self._installs is None:
+            wanted = sorted({a.id for m in self.matrix.modules.values() for a in self.matrix.arms_for(m) if not self.selection.arms or a.id in self.selection.arms})
+            try:
+                self._installs = arms_mod.materialise_all(self.matrix, wanted, self.cache)
+            except arms_mod.ArmError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._installs
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self.installs, log_dir=self.out / "logs")
+        return self._pool
+
+    def cases(self, suite: str) -> list[Case]:
+        if suite not in self.matrix.suites:
+            raise pytest.UsageError(f"suite {suite!r} is not declared in {self.matrix.path} (suites: {', '.join(self.matrix.suites)})")
+        sel = Selection((suite,), self.selection.modules, self.selection.arms)
+        return expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs)
+
+
+def default_backend() -> str:
+    return "gpu" if os.uname().sysname == "Darwin" or os.environ.get("MLAGATE_BACKEND") == "gpu" else "cpu"
+
+
+def default_runner(matrix: Matrix, backend: str) -> str:
+    for label, runner in matrix.runners.items():
+        if runner.backend == backend or (backend == "cpu" and runner.backend == "cpu"):
+            return label
+    return next(iter(matrix.runners))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
+    config._mlagate = None
+
+
+def _context(config) -> Context:
+    if config._mlagate is None:
+        config._mlagate = Context(config)
+    return config._mlagate
+
+
+def _suite_name(metafunc) -> str:
+    marker = metafunc.definition.get_closest_marker("mla_suite")
+    if marker:
+        return marker.args[0]
+    return Path(str(metafunc.definition.fspath)).stem.removeprefix("test_")
+
+
+def pytest_generate_tests(metafunc):
+    if "mla" not in metafunc.fixturenames:
+        return
+    ctx = _context(metafunc.config)
+    cases = ctx.cases(_suite_name(metafunc))
+    metafunc.parametrize("mla_case", cases, ids=[c.id.split("::", 1)[1] for c in cases])
+
+
+@pytest.fixture(scope="session")
+def mla_context(request) -> Context:
+    ctx = _context(request.config)
+    yield ctx
+    if ctx._pool is not None:
+        ctx._pool.close()
+
+
+@pytest.fixture
+def mla(request, mla_context, mla_case):
+    run = CaseRun(mla_context, mla_case)
+    request.node._mla_run = run
+    if mla_case.evidence == "argued":
+        run.argue()
+        pytest.skip(run.result.reason)
+    if mla_case.evidence == "checkpoint":
+        raise Invalid(f"checkpoint {mla_case.checkpoint} is on this runner, but this suite runs synthetic weights only; nothing was measured")
+    return run
+
+
+class CaseRun:
+    """A suite's handle on one case: build models in the arm's worker, step them, record evidence."""
+
+    def __init__(self, ctx: Context, case: Case):
+        self.ctx, self.case = ctx, case
+        self.module: Module = ctx.matrix.modules[case.module]
+        self.geometry: Geometry = ctx.matrix.geometries[case.geometry]
+        self.profile: Profile = ctx.profile
+        self.gates = ctx.matrix.suites[case.suite].gates
+        self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=case.replay())
+        self.result.geometry = {
+            "id": self.geometry.id, "r": self.geometry.kv_lora_rank, "n": self.geometry.qk_nope_head_dim,
+            "v": self.geometry.v_head_dim, "rope": self.geometry.qk_rope_head_dim, "source": self.geometry.source,
+        }
+        self.result.shapes = self.shapes()
+        self._t0 = time.perf_counter()
+
+    # --- shapes -------------------------------------------------------------------------
+
+    def shapes(self) -> dict:
+        p, g = self.profile, self.geometry
+        return {
+            "heads": p.heads, "hidden_size": p.hidden_size, "q_lora_rank": None if g.q_lora_rank is None else min(g.q_lora_rank, p.q_lora_rank),
+            "vocab_size": p.vocab_size, "cache_lengths": list(p.cache_lengths), "widths": list(p.widths),
+            "real_heads": g.num_attention_heads, "real_hidden_size": g.hidden_size,
+        }
+
+    def config(self, arm: str | None = None) -> dict:
+        """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v, rope untouched)."""
+        p, g, keys = self.profile, self.geometry, self.module.geometry_keys
+        shapes = self.shapes()
+        geo = {
+            "kv_lora_rank": g.kv_lora_rank, "qk_nope_head_dim": g.qk_nope_head_dim, "v_head_dim": g.v_head_dim,
+            "qk_rope_head_dim": g.qk_rope_head_dim, "num_attention_heads": p.heads, "hidden_size": p.hidden_size,
+            "q_lora_rank": shapes["q_lora_rank"],
+        }
+        if g.indexer is not None:
+            geo.update({"index_n_heads": min(g.indexer.n_heads, p.index_heads), "index_head_dim": g.indexer.head_dim, "index_topk": min(g.indexer.topk, p.index_topk)})
+            if g.indexer.kpool is not None:
+                geo["index_kpool"] = g.indexer.kpool
+        config = {"vocab_size": p.vocab_size, **thaw(self.module.config_for(arm or self.case.arm))}
+        if "num_key_value_heads" in config:
+            config["num_key_value_heads"] = p.heads
+        for name, value in geo.items():
+            target = keys.get(name, name)
+            if target:
+                config[target] = value
+        return config
+
+    # --- worker -------------------------------------------------------------------------
+
+    @property
+    def worker(self):
+        w = self.ctx.pool.get(self.case.arm)
+        self.result.fingerprint = dict(w.fingerprint)
+        return w
+
+    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0) -> tuple[str, dict]:
+        arm = arm or self.case.arm
+        dtype = dtype or self.case.dtype
+        key = f"{self.module.id}|{self.geometry.id}|{dtype}|{quant}|{forced}|{seed}|{self.profile.id}"
+        w = self.ctx.pool.get(arm)
+        if arm == self.case.arm:
+            self.result.fingerprint = dict(w.fingerprint)
+        info = w.call(
+            "build", self.profile.timeout_s, key=key, **{"import": self.module.import_path}, model=self.module.model,
+            args=self.module.args, attention=self.module.attention_for(arm), config=self.config(arm), dtype=dtype, quant=quant,
+            seed=seed, forced=forced, geometry={"heads": self.profile.heads, "r": self.geometry.kv_lora_rank, "n": self.geometry.qk_nope_head_dim, "v": self.geometry.v_head_dim},
+        )
+        return key, info
+
+    def step(self, key: str, T: int, L: int, force: str | None = None, arm: str | None = None, want_output: bool = False, seed: int = 1) -> dict:
+        arm = arm or self.case.arm
+        obs = self.ctx.pool.get(arm).call("step", self.profile.timeout_s, key=key, T=T, L=L, force=force, seed=seed, want_output=want_output, chunk=self.profile.prefill_chunk)
+        obs["arm"] = arm
+        obs["expected"] = crossover.expected_path(L, T, *self.geometry.rnv)
+        record = {k: v for k, v in obs.items() if k != "output"}
+        self.result.observations.append(record)
+        return obs
+
+    def metric(self, name: str, value) -> None:
+        self.result.metrics[name] = value
+
+    # --- verdicts -----------------------------------------------------------------------
+
+    def argue(self) -> None:
+        """Formula only, nothing run: the row of a checkpoint this runner does not hold."""
+        r, n, v = self.geometry.rnv
+        cp = self.ctx.matrix.checkpoints[self.case.checkpoint]
+        self.result.verdict = "argued"
+        self.result.reason = f"checkpoint {cp.id} is not on runner {self.case.runner}: argued-not-measured (formula only, nothing run)"
+        self.result.metrics = {
+            "threshold_limit": str(crossover.limit(r, n, v)),
+            "table_threshold": crossover.table_threshold(r, n, v),
+            "expected_path": {f"L={L},T={T}": crossover.expected_path(L, T, r, n, v) for T in self.profile.cache_lengths for L in (1, 2, 4, 8)},
+        }
+
+    def finish(self, verdict: str, reason: str = "", stderr: str = "") -> Path:
+        if self.result.verdict != "argued":
+            self.result.verdict, self.result.reason = verdict, reason
+        self.result.stderr = stderr
+        self.result.duration_s = time.perf_counter() - self._t0
+        return results.write(self.result, self.ctx.out / "results", self.case.file_stem)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    run: CaseRun | None = getattr(item, "_mla_run", None)
+    if run is None:
+        if call.when == "setup" and call.excinfo is not None and "mla_case" in getattr(item, "fixturenames", ()):
+            case = item.callspec.params["mla_case"]
+            run = CaseRun(_context(item.config), case)
+            item._mla_run = run
+        else:
+            return
+    if getattr(item, "_mla_written", False):
+        return
+    if call.when == "setup" and rep.skipped and run.result.verdict == "argued":
+        path = run.finish("argued")
+    elif call.when == "call" or (call.when == "setup" and call.excinfo is not None):
+        exc = call.excinfo.value if call.excinfo else None
+        if exc is None:
+            path = run.finish("pass", "all gates held")
+        elif isinstance(exc, (Invalid, WorkerError)):
+            stderr = getattr(exc, "stderr", "")
+            path = run.finish("invalid", f"{type(exc).__name__}: {exc}".splitlines()[0], stderr)
+            rep.outcome = "skipped"
+            rep.longrepr = (str(item.fspath), item.location[1] or 0, f"INVALID: {exc}")
+        elif isinstance(exc, pytest.skip.Exception):
+            path = run.finish("invalid", f"skipped: {exc}")
+        else:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            path = run.finish("fail", message)
+    else:
+        return
+    item._mla_written = True
+    rep.user_properties.append((RESULT_KEY, str(path)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    paths = []
+    for key in ("passed", "failed", "skipped"):
+        for rep in terminalreporter.stats.get(key, []):
+            paths.extend(v for k, v in getattr(rep, "user_properties", []) if k == RESULT_KEY)
+    if not paths:
+        return
+    rows = [results.read(Path(p)) for p in sorted(set(paths)) if Path(p).exists()]
+    terminalreporter.section("mlagate verdicts")
+    terminalreporter.write_line(results.table(results.summarise(rows)))

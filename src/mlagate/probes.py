@@ -1,0 +1,242 @@
+"""Probes: path counters and branch forcing, attached to a module inside a worker.
+
+Runs inside an arm's worker: imports only the stdlib here (MLX arrives with the module).
+The installed arm is never edited. Counters wrap the query fold (embed_q) and the output
+unfold (unembed_out) of each attention instance; forcing loads a second copy of the module
+whose guards (the `if` statements around those calls, whatever their condition) ask the
+probe which branch to take.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+
+FORCED_SUFFIX = "__mlagate_forced"
+GUARD_HOOK = "__mlagate_guard__"
+PATHS = ("absorbed", "materialised")
+
+
+class LeanImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a runtime's packages from an arm without running their __init__ files.
+
+    mlx-vlm's package inits pull in transformers, opencv and web servers; the attention
+    code needs none of them. A package found in the arm becomes a bare namespace.
+    """
+
+    def __init__(self, arm_dir: str, package: str):
+        self.arm_dir, self.package = arm_dir, package
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] != self.package:
+            return None
+        folder = os.path.join(self.arm_dir, *name.split("."))
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            spec = importlib.util.spec_from_loader(name, self, is_package=True)
+            spec.submodule_search_locations = [folder]
+            return spec
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = os.path.join(module.__path__[0], "__init__.py")
+
+
+@dataclass
+class GuardSite:
+    id: int
+    line: int
+    absorbed_when: bool  # the test value that selects the absorbed branch
+    source: str
+
+
+@dataclass
+class Forcing:
+    """The branch-forcing rule of one loaded module copy."""
+
+    sites: list[GuardSite] = field(default_factory=list)
+    mode: str | None = None  # None: natural; else one of PATHS
+    decisions: list[tuple[int, bool]] = field(default_factory=list)  # (site, natural choice is absorbed)
+
+    def __call__(self, site: int, absorbed_when: bool, value):
+        natural_absorbed = bool(value) == absorbed_when
+        self.decisions.append((site, natural_absorbed))
+        if self.mode is None:
+            return value
+        return absorbed_when if self.mode == "absorbed" else not absorbed_when
+
+
+def _calls(stmts: list[ast.stmt]) -> list[ast.Call]:
+    found = []
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and node.func.attr in ("embed_q", "unembed_out"):
+                found.append(node)
+    return found
+
+
+def _is_expansion(call: ast.Call) -> bool:
+    """embed_q(latent, transpose=False): the K expansion of the materialised path."""
+    if call.func.attr != "embed_q":
+        return False
+    flags = [kw.value for kw in call.keywords if kw.arg == "transpose"] + call.args[1:2]
+    return any(isinstance(f, ast.Constant) and f.value is False for f in flags)
+
+
+def _branch_kind(stmts: list[ast.stmt]) -> str | None:
+    calls = _calls(stmts)
+    if not calls:
+        return None
+    return "materialised" if any(_is_expansion(c) for c in calls) else "absorbed"
+
+
+class _GuardRewriter(ast.NodeTransformer):
+    def __init__(self, cls_name: str, text: str):
+        self.cls_name, self.text = cls_name, text
+        self.sites: list[GuardSite] = []
+        self._in_class = False
+
+    def visit_ClassDef(self, node):
+        if node.name != self.cls_name:
+            return node
+        self._in_class = True
+        self.generic_visit(node)
+        self._in_class = False
+        return node
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        if not self._in_class:
+            return node
+        body, orelse = _branch_kind(node.body), _branch_kind(node.orelse)
+        if body is None and orelse is None:
+            return node
+        if body == orelse:
+            return node  # both branches do the same thing: not a path guard
+        absorbed_when = body == "absorbed" if body is not None else orelse != "absorbed"
+        site = GuardSite(len(self.sites), node.lineno, absorbed_when, ast.get_source_segment(self.text, node.test) or "?")
+        self.sites.append(site)
+        node.test = ast.Call(
+            func=ast.Name(GUARD_HOOK, ast.Load()),
+            args=[ast.Constant(site.id), ast.Constant(absorbed_when), node.test],
+            keywords=[],
+        )
+        return node
+
+
+def find_guards(text: str, cls_name: str) -> list[GuardSite]:
+    """The guard sites of one attention class (the `if`s that pick a path)."""
+    rewriter = _GuardRewriter(cls_name, text)
+    rewriter.visit(ast.parse(text))
+    return rewriter.sites
+
+
+def load_forced(import_path: str, cls_name: str):
+    """A second copy of the module whose guards of cls_name ask a Forcing rule.
+
+    Returns (module, forcing); forcing.sites is empty when no guard could be located,
+    and the module is then unforceable.
+    """
+    spec = importlib.util.find_spec(import_path)
+    if spec is None or not spec.origin:
+        raise ImportError(f"no module named {import_path}")
+    with open(spec.origin, encoding="utf-8") as fh:
+        text = fh.read()
+    tree = ast.parse(text, spec.origin)
+    rewriter = _GuardRewriter(cls_name, text)
+    tree = ast.fix_missing_locations(rewriter.visit(tree))
+    forcing = Forcing(sites=rewriter.sites)
+    name = import_path + FORCED_SUFFIX
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None, origin=spec.origin))
+    module.__file__ = spec.origin
+    module.__package__ = import_path.rpartition(".")[0]
+    setattr(module, GUARD_HOOK, forcing)
+    sys.modules[name] = module
+    exec(compile(tree, spec.origin, "exec"), module.__dict__)
+    return module, forcing
+
+
+# --- counters ---------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    layer: int
+    op: str  # fold | expand_k | expand_v | unfold
+    shape: tuple[int, ...]
+
+
+class Counters:
+    """Records, per attention instance, which projections ran and on what."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+        self.layers = 0
+
+    def attach(self, model) -> int:
+        """Wrap embed_q/unembed_out of every MLA attention instance in model; returns how many."""
+        for _, mod in model.named_modules():
+            if "embed_q" in mod and "unembed_out" in mod:
+                self._wrap(mod["embed_q"], self.layers, "embed_q")
+                self._wrap(mod["unembed_out"], self.layers, "unembed_out")
+                self.layers += 1
+        return self.layers
+
+    def _wrap(self, proj, layer: int, role: str) -> None:
+        base = type(proj)
+        events = self.events
+
+        def __call__(self, x, transpose=True):
+            if role == "embed_q":
+                op = "fold" if transpose else "expand_k"
+            else:
+                op = "expand_v" if x.ndim >= 3 and x.shape[-3] == 1 else "unfold"
+            events.append(Event(layer, op, tuple(x.shape)))
+            return base.__call__(self, x, transpose)
+
+        proj.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+
+    def clear(self) -> None:
+        self.events.clear()
+
+    def paths(self) -> list[dict]:
+        """One record per attention call (a run of events of one layer; a step is one forward)."""
+        calls: list[dict] = []
+        for ev in self.events:
+            if not calls or calls[-1]["layer"] != ev.layer:
+                calls.append({"layer": ev.layer, "ops": []})
+            calls[-1]["ops"].append(ev.op)
+        for rec in calls:
+            rec["path"] = classify(rec["ops"])
+        return calls
+
+    def summary(self) -> dict:
+        calls = self.paths()
+        ops = [e.op for e in self.events]
+        kinds = sorted({c["path"] for c in calls})
+        return {
+            "path": kinds[0] if len(kinds) == 1 else ("none" if not kinds else "mixed"),
+            "calls": calls,
+            "ops": {op: ops.count(op) for op in ("fold", "unfold", "expand_k", "expand_v")},
+        }
+
+
+def classify(ops: list[str]) -> str:
+    """The path a sequence of projection ops proves: absorbed, materialised or split.
+
+    split means the query fold and the output unfold did not read one decision
+    (for instance K expanded but the output unfolded).
+    """
+    s = set(ops)
+    if s == {"fold", "unfold"}:
+        return "absorbed"
+    if s == {"expand_k", "expand_v"}:
+        return "materialised"
+    return "split"

@@ -1,0 +1,142 @@
+"""The parent's side of a worker: start it in its own process group, talk JSON lines on a
+dedicated pipe pair, kill the whole group on timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mlagate.arms import ArmInstall
+
+
+class WorkerError(RuntimeError):
+    """The worker crashed, hung or answered with an error; the case becomes invalid."""
+
+    def __init__(self, message: str, stderr: str = "", traceback: str = ""):
+        super().__init__(message)
+        self.stderr, self.traceback = stderr, traceback
+
+
+class WorkerProcess:
+    """One long-lived worker importing one arm."""
+
+    def __init__(self, install: ArmInstall, env: dict[str, str] | None = None, log_dir: Path | None = None):
+        self.install = install
+        parent_rx, child_tx = os.pipe()
+        child_rx, parent_tx = os.pipe()
+        log_dir = Path(log_dir or tempfile.gettempdir())
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"worker-{install.arm.id.replace('/', '_')}-{os.getpid()}-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "w+b")
+        cmd = [sys.executable, "-I", "-m", "mlagate.worker", str(install.site), install.runtime.package, str(child_rx), str(child_tx)]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            pass_fds=(child_rx, child_tx), start_new_session=True, env={**os.environ, **(env or {})},
+        )
+        os.close(child_rx)
+        os.close(child_tx)
+        self._rx = os.fdopen(parent_rx, "rb", buffering=0)
+        self._tx = os.fdopen(parent_tx, "wb", buffering=0)
+        self._buf = b""
+        self.fingerprint: dict = {}
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-limit:]
+
+    def call(self, op: str, timeout: float, **req) -> dict:
+        if self.proc.poll() is not None:
+            raise WorkerError(f"worker for {self.install.arm.id} is not running (exit {self.proc.returncode})", self.stderr_tail())
+        try:
+            self._tx.write((json.dumps({"op": op, **req}) + "\n").encode())
+        except BrokenPipeError:
+            self.kill()
+            raise WorkerError(f"worker for {self.install.arm.id} died (exit {self.proc.returncode})", self.stderr_tail()) from None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerError(f"worker for {self.install.arm.id} timed out after {timeout:.0f} s in {op}; killed", self.stderr_tail())
+            ready, _, _ = select.select([self._rx], [], [], left)
+            if ready:
+                chunk = self._rx.read(1 << 20)
+                if not chunk:
+                    code = self.proc.wait()
+                    why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+                    raise WorkerError(f"worker for {self.install.arm.id} crashed in {op} ({why})", self.stderr_tail())
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        reply = json.loads(line)
+        if not reply["ok"]:
+            raise WorkerError(f"{op} failed in {self.install.arm.id}: {reply['error']}", self.stderr_tail(), reply.get("traceback", ""))
+        return reply["result"]
+
+    def hello(self, timeout: float = 120) -> dict:
+        self.fingerprint = self.call("hello", timeout)["fingerprint"]
+        self.fingerprint["arm"] = self.install.arm.id
+        self.fingerprint["arm_version"] = self.install.version
+        self.fingerprint["arm_key"] = self.install.key
+        return self.fingerprint
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call("exit", 10)
+                self.proc.wait(timeout=10)
+            except (WorkerError, subprocess.TimeoutExpired, OSError):
+                pass
+        self.kill()
+        for fh in (self._rx, self._tx, self._log):
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+
+class WorkerPool:
+    """Long-lived workers, one per arm, restarted after a crash."""
+
+    def __init__(self, installs: dict[str, ArmInstall], env: dict[str, str] | None = None, log_dir: Path | None = None):
+        self.installs, self.env, self.log_dir = installs, env, log_dir
+        self._workers: dict[str, WorkerProcess] = {}
+
+    def get(self, arm: str) -> WorkerProcess:
+        w = self._workers.get(arm)
+        if w is None or not w.alive():
+            if w is not None:
+                w.close()
+            w = WorkerProcess(self.installs[arm], self.env, self.log_dir)
+            self._workers[arm] = w
+            try:
+                w.hello()
+            except WorkerError:
+                self._workers.pop(arm, None)
+                w.close()
+                raise
+        return w
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.close()
+        self._workers.clear()

@@ -1,0 +1,208 @@
+"""The worker: a subprocess that imports exactly one arm.
+
+Runs with `python -I -m mlagate.worker ARM_DIR PACKAGE IN_FD OUT_FD`. It imports only the
+stdlib, MLX and the runtime under test. Requests and replies are JSON lines on the two
+inherited pipe descriptors (the dedicated channel); stdout and stderr are only logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+from mlagate import probes
+
+PROTOCOL = 1
+
+
+class Worker:
+    def __init__(self, arm_dir: str, package: str):
+        self.arm_dir = os.path.realpath(arm_dir)
+        self.package = package
+        sys.path.insert(0, self.arm_dir)
+        sys.meta_path.insert(0, probes.LeanImporter(self.arm_dir, package))
+        import mlx.core as mx  # noqa: PLC0415  (MLX is shared by every arm; imported after the path is set)
+
+        self.mx = mx
+        self.models: dict[str, dict] = {}
+
+    # --- ops -------------------------------------------------------------------------
+
+    def op_hello(self, req: dict) -> dict:
+        return {"protocol": PROTOCOL, "fingerprint": self.fingerprint()}
+
+    def op_build(self, req: dict) -> dict:
+        """Build a tiny whole model of a module from the runtime's own classes."""
+        mx = self.mx
+        import mlx.nn as nn  # noqa: PLC0415
+
+        key = req["key"]
+        if key in self.models:
+            return self.models[key]["info"]
+        if req.get("forced"):
+            module, forcing = probes.load_forced(req["import"], req["attention"])
+        else:
+            module, forcing = importlib.import_module(req["import"]), None
+        origin = os.path.realpath(module.__file__)
+        if not origin.startswith(self.arm_dir + os.sep):
+            raise RuntimeError(f"{req['import']} was imported from {origin}, outside the arm {self.arm_dir}")
+        args_cls = getattr(module, req["args"])
+        config = dict(req["config"])
+        args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
+        mx.random.seed(req["seed"])
+        model = getattr(module, req["model"])(args)
+        model.eval()
+        attention = [m for _, m in model.named_modules() if type(m).__name__ == req["attention"]]
+        if not attention:
+            raise RuntimeError(f"the built model holds no {req['attention']} instance")
+        geo = req["geometry"]
+        for attn in attention:
+            want_q = (geo["heads"], geo["r"], geo["n"])
+            want_o = (geo["heads"], geo["v"], geo["r"])
+            got_q, got_o = tuple(attn["embed_q"].weight.shape), tuple(attn["unembed_out"].weight.shape)
+            if got_q != want_q or got_o != want_o:
+                raise RuntimeError(f"geometry not applied: embed_q {got_q} (want {want_q}), unembed_out {got_o} (want {want_o}); check the module's config keys")
+        dtype = getattr(mx, req["dtype"])
+        model.set_dtype(dtype)
+        quant = req.get("quant")
+        if quant:
+            nn.quantize(model, group_size=quant["group_size"], bits=quant["bits"])
+        counters = probes.Counters()
+        counters.attach(model)
+        mx.eval(model.parameters())
+        info = {
+            "key": key,
+            "module_file": origin,
+            "attention_instances": len(attention),
+            "forced": bool(forcing),
+            "guards": [vars(s) for s in forcing.sites] if forcing else [],
+        }
+        self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": config.get("vocab_size", 256)}
+        return info
+
+    def _cache(self, entry: dict):
+        model = entry["model"]
+        if hasattr(model, "make_cache"):
+            return model.make_cache()
+        cache_mod = importlib.import_module(f"{self.package}.models.cache")
+        return [cache_mod.KVCache() for _ in model.layers]
+
+    def _forward(self, model, tokens, cache):
+        out = model(tokens, cache=cache)
+        return getattr(out, "logits", out)
+
+    def op_step(self, req: dict) -> dict:
+        """Prime a fresh cache with T tokens (natural path), then run one step of L tokens."""
+        mx = self.mx
+        entry = self.models[req["key"]]
+        model, counters, forcing = entry["model"], entry["counters"], entry["forcing"]
+        force = req.get("force")
+        if force is not None and forcing is None:
+            raise RuntimeError("forcing asked of a model built without forced guards")
+        T, L, chunk = req["T"], req["L"], req.get("chunk", 512)
+        mx.random.seed(req["seed"])
+        tokens = mx.random.randint(0, entry["vocab"], (1, T + L))
+        cache = self._cache(entry)
+        for start in range(0, T, chunk):
+            logits = self._forward(model, tokens[:, start : min(T, start + chunk)], cache)
+            mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        counters.clear()
+        if forcing:
+            forcing.decisions.clear()
+            forcing.mode = force
+        try:
+            out = self._forward(model, tokens[:, T:], cache)
+            mx.eval(out)
+        finally:
+            if forcing:
+                forcing.mode = None
+        reply = {"T": T, "L": L, "force": force, **counters.summary()}
+        if forcing:
+            reply["guards"] = [{"site": s, "natural": "absorbed" if a else "materialised"} for s, a in forcing.decisions]
+        if req.get("want_output"):
+            reply["output"] = encode(out)
+        return reply
+
+    # --- environment -----------------------------------------------------------------
+
+    def fingerprint(self) -> dict:
+        mx = self.mx
+        device = mx.default_device()
+        backend = "cpu"
+        name = platform.processor() or platform.machine()
+        if device.type == mx.gpu:
+            backend = "metal" if mx.metal.is_available() else "cuda"
+            try:
+                info = mx.device_info() if hasattr(mx, "device_info") else mx.metal.device_info()
+                name = info.get("device_name", name)
+            except Exception:  # noqa: BLE001  (device_info is optional across MLX versions)
+                pass
+        return {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "mlx": mx.__version__,
+            "backend": backend,
+            "device": name,
+            "blas": blas_in_use(),
+            "mlx_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MLX_")},
+            "ld_preload": os.environ.get("LD_PRELOAD", ""),
+            "arm_dir": self.arm_dir,
+        }
+
+
+def blas_in_use() -> str:
+    """The BLAS libraries mapped into this process (Linux), else what the platform implies."""
+    if sys.platform == "darwin":
+        return "accelerate"
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            libs = {line.split()[-1] for line in fh if len(line.split()) >= 6}
+    except OSError:
+        return "unknown"
+    names = sorted({os.path.basename(p) for p in libs if any(k in os.path.basename(p).lower() for k in ("blas", "lapack", "mkl", "blis"))})
+    return ", ".join(names) if names else "none found (MLX's bundled reference kernels)"
+
+
+def encode(arr) -> dict:
+    """An MLX array as raw bytes (bit-exact), with dtype and shape."""
+    mx = sys.modules["mlx.core"]
+    dtype = str(arr.dtype).split(".")[-1]
+    raw = arr.view(mx.uint16) if arr.dtype in (mx.bfloat16, mx.float16) else arr
+    raw = mx.contiguous(raw)
+    mx.eval(raw)
+    return {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(bytes(memoryview(raw))).decode()}
+
+
+def serve(worker: Worker, rfd: int, wfd: int) -> None:
+    with os.fdopen(rfd, "r", encoding="utf-8") as rx, os.fdopen(wfd, "w", encoding="utf-8") as tx:
+        for line in rx:
+            req = json.loads(line)
+            op = req.get("op")
+            t0 = time.perf_counter()
+            try:
+                handler = getattr(worker, f"op_{op}")
+                reply = {"ok": True, "result": handler(req)}
+            except Exception as exc:  # noqa: BLE001  (every failure goes back on the channel)
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            reply["seconds"] = time.perf_counter() - t0
+            tx.write(json.dumps(reply) + "\n")
+            tx.flush()
+            if op == "exit":
+                return
+
+
+def main(argv: list[str]) -> None:
+    arm_dir, package, rfd, wfd = argv[0], argv[1], int(argv[2]), int(argv[3])
+    worker = Worker(arm_dir, package)
+    worker.op_exit = lambda req: {}
+    serve(worker, rfd, wfd)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

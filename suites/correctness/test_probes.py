@@ -1,0 +1,42 @@
+"""probes: the path every module really takes at L = 1, 2, 4 on warm and cold caches, and
+proof that each path can be forced (or the module is reported unforceable).
+
+Fails when the counters cannot name a path (the fold and unfold disagree) or when a forced
+path is not the path the counters saw.
+"""
+
+from mlagate.plugin import Invalid
+from mlagate.supervisor import WorkerError
+
+
+def test_probes(mla):
+    widths = mla.gates["widths"]
+    forced_width = mla.gates["forced_width"]
+    warm = mla.profile.cache_lengths[0]
+    problems = []
+
+    key, _ = mla.build()
+    paths = {}
+    for L in widths:
+        for T in (warm, 0):
+            obs = mla.step(key, T, L)
+            paths[f"L={L},T={T}"] = obs["path"]
+            if obs["path"] not in ("absorbed", "materialised"):
+                problems.append(f"L={L} T={T}: no single path ({obs['path']}: {[c['ops'] for c in obs['calls']]})")
+    mla.metric("paths", paths)
+
+    forced_key, info = mla.build(forced=True)
+    mla.metric("guards", info["guards"])
+    if not info["guards"]:
+        raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
+    forced = {}
+    for path in ("absorbed", "materialised"):
+        try:
+            obs = mla.step(forced_key, warm, forced_width, force=path)
+        except WorkerError as exc:
+            raise Invalid(f"unforceable: forcing {path} at L={forced_width} raised in the arm ({exc}); that branch does not run at this width") from exc
+        forced[path] = obs["path"]
+        if obs["path"] != path:
+            problems.append(f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} ({[c['ops'] for c in obs['calls']]})")
+    mla.metric("forced", forced)
+    assert not problems, "; ".join(problems)
