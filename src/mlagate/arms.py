@@ -102,13 +102,14 @@ def _requirement(arm: Arm, runtime: Runtime) -> str:
 
 
 def _version(site: Path, runtime: Runtime) -> str:
+    """The installed distribution's version; a copied source tree has none ("tree")."""
     norm = runtime.distribution.replace("-", "_").lower()
     for info in site.glob("*.dist-info"):
         if info.name.lower().startswith(norm + "-"):
             for line in (info / "METADATA").read_text(encoding="utf-8").splitlines():
                 if line.startswith("Version:"):
                     return line.split(":", 1)[1].strip()
-    return "unknown"
+    return "tree"
 
 
 def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInstall:
@@ -139,7 +140,13 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
 def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
     site = staging / "site"
     site.mkdir()
-    _pip(arm.id, ["--no-deps", "--no-compile", "--target", str(site), _requirement(arm, runtime)], f"installing {arm.source.describe()}")
+    tree = Path(arm.source.spec)
+    if arm.source.kind == "path" and not any((tree / f).exists() for f in ("pyproject.toml", "setup.py")):
+        if not (tree / runtime.package).is_dir():
+            raise ArmError(arm.id, f"{tree} holds neither a project (pyproject.toml, setup.py) nor a {runtime.package}/ package")
+        shutil.copytree(tree / runtime.package, site / runtime.package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        _pip(arm.id, ["--no-deps", "--no-compile", "--target", str(site), _requirement(arm, runtime)], f"installing {arm.source.describe()}")
     if arm.needs:
         _pip(arm.id, ["--no-compile", "--target", str(site), *arm.needs], f"installing needs {' '.join(arm.needs)}")
     if not (site / runtime.package).is_dir():

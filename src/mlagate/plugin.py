@@ -103,6 +103,8 @@ def default_runner(matrix: Matrix, backend: str) -> str:
 def pytest_configure(config):
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
     config._mlagate = None
+    if config.getoption("--mlagate-matrix"):
+        _context(config)  # an explicit matrix is validated before collection: a bad one is a usage error
 
 
 def _context(config) -> Context:
@@ -155,7 +157,10 @@ class CaseRun:
         self.geometry: Geometry = ctx.matrix.geometries[case.geometry]
         self.profile: Profile = ctx.profile
         self.gates = ctx.matrix.suites[case.suite].gates
-        self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=case.replay())
+        replay = case.replay()
+        if Path(ctx.matrix.path).resolve() != Path(default_matrix()).resolve():
+            replay += f" --matrix {ctx.matrix.path}"
+        self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=replay)
         self.result.geometry = {
             "id": self.geometry.id, "r": self.geometry.kv_lora_rank, "n": self.geometry.qk_nope_head_dim,
             "v": self.geometry.v_head_dim, "rope": self.geometry.qk_rope_head_dim, "source": self.geometry.source,

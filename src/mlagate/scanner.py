@@ -1,24 +1,14 @@
 """Static analysis of runtime source with `ast`: where the MLA modules are.
 
-discover() finds every class that holds both the query fold (`self.embed_q = ...`) and the
-output unfold (`self.unembed_out = ...`), the two projections of an MLA attention, or that
-calls both (a subclass that brings its own dispatch).
+discover() finds every class whose own code calls both the query fold (`self.embed_q(...)`)
+and the output unfold (`self.unembed_out(...)`): an MLA attention's dispatch, whether it
+defines the projections or inherits them.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-
-def _assigned_attrs(cls: ast.ClassDef) -> set[str]:
-    attrs = set()
-    for node in ast.walk(cls):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-        for t in targets:
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                attrs.add(t.attr)
-    return attrs
 
 
 def _called_attrs(cls: ast.ClassDef) -> set[str]:
@@ -30,13 +20,8 @@ def _called_attrs(cls: ast.ClassDef) -> set[str]:
 
 
 def mla_classes(tree: ast.Module) -> list[str]:
-    """Classes that own the two projections, or that call both (a subclass with its own dispatch)."""
-    pair = {"embed_q", "unembed_out"}
-    return [
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ClassDef) and (pair <= _assigned_attrs(node) or pair <= _called_attrs(node))
-    ]
+    """Classes that implement the dispatch: their own code calls both projections."""
+    return [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)]
 
 
 def discover(site: Path, package: str) -> list[tuple[str, str]]:

@@ -1,0 +1,47 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+FAKE_MATRIX = FIXTURES / "fake-matrix.yaml"
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def real_cache() -> Path:
+    """The arm cache for the real arms: shared across tests and runs (installing them takes a minute)."""
+    path = Path(os.environ.get("MLAGATE_CACHE") or Path.home() / ".cache" / "mlagate")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def fake_cache(tmp_path) -> Path:
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def fake_matrix(tmp_path) -> Path:
+    """A private copy of the fake matrix and its runtime tree, free to edit."""
+    shutil.copytree(FIXTURES / "fakemla-tree", tmp_path / "fakemla-tree")
+    target = tmp_path / "matrix.yaml"
+    shutil.copy(FAKE_MATRIX, target)
+    return target
+
+
+def cli(*args, cwd=None, cache=None, timeout=900):
+    env = {**os.environ}
+    if cache is not None:
+        env["MLAGATE_CACHE"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "mlagate", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def run_cli():
+    return cli

@@ -1,0 +1,69 @@
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from mlagate import arms, matrix
+
+from .conftest import ROOT
+
+
+def _arm(fake_matrix: Path, name: str = "fake-stock"):
+    m = matrix.load(fake_matrix)
+    return m.arms[name], m.runtimes["fakemla"]
+
+
+def test_path_arm_is_copied_into_a_content_addressed_directory(fake_matrix, fake_cache):
+    arm, rt = _arm(fake_matrix)
+    first = arms.materialise(arm, rt, fake_cache)
+    assert (first.site / "fakemla" / "models" / "good.py").is_file()
+    assert json.loads((first.dir / "arm.json").read_text())["key"] == first.key
+    again = arms.materialise(arm, rt, fake_cache)
+    assert again.dir == first.dir
+    (fake_matrix.parent / "fakemla-tree" / "fakemla" / "models" / "good.py").write_text("# changed\n")
+    changed = arms.materialise(arm, rt, fake_cache)
+    assert changed.key != first.key
+
+
+def _materialise_in_child(args):
+    fake_matrix, cache = args
+    arm, rt = _arm(Path(fake_matrix))
+    return str(arms.materialise(arm, rt, Path(cache)).dir)
+
+
+def test_two_runs_materialising_at_once_share_one_install(fake_matrix, fake_cache):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        dirs = pool.map(_materialise_in_child, [(str(fake_matrix), str(fake_cache))] * 8)
+    assert len(set(dirs)) == 1
+    assert [p.name for p in (fake_cache / "arms").iterdir() if p.is_dir()] == [Path(dirs[0]).name]
+
+
+def test_a_patch_that_does_not_apply_is_one_line(fake_matrix, fake_cache):
+    text = fake_matrix.read_text().replace("    role: stock  # role", "    patches: [mlx.patch]  # patch\n    role: stock  # role", 1)
+    patch = ROOT / "patches" / "mlx-lm-0.32.2-mla-threshold.patch"
+    (fake_matrix.parent / "mlx.patch").write_bytes(patch.read_bytes())
+    fake_matrix.write_text(text)
+    arm, rt = _arm(fake_matrix)
+    with pytest.raises(arms.ArmError) as err:
+        arms.materialise(arm, rt, fake_cache)
+    assert str(err.value).startswith("arm fake-stock: patch mlx.patch does not apply: error:")
+    assert "\n" not in str(err.value)
+    assert not [p for p in (fake_cache / "arms").iterdir() if p.is_dir()], "a failed install leaves nothing behind"
+
+
+def test_export_and_import_carry_the_cache(fake_matrix, fake_cache, tmp_path):
+    arm, rt = _arm(fake_matrix)
+    inst = arms.materialise(arm, rt, fake_cache)
+    archive = arms.export({arm.id: inst}, tmp_path / "arms.tar.gz")
+    other = tmp_path / "other-cache"
+    assert arms.import_cache(archive, other) == [inst.key]
+    assert arms.materialise(arm, rt, other).dir == other / "arms" / inst.key
+
+
+@pytest.mark.arms
+def test_an_arm_that_fails_to_install_names_the_arm_and_pip(tmp_path):
+    arm = matrix.Arm("ghost", "mlx-lm", matrix.ArmSource("pypi", "mlx-lm==0.0.999"), "stock")
+    rt = matrix.Runtime("mlx-lm", "mlx_lm", "mlx-lm")
+    with pytest.raises(arms.ArmError, match=r"^arm ghost: installing mlx-lm==0.0.999 failed: ERROR: .*mlx-lm==0.0.999"):
+        arms.materialise(arm, rt, tmp_path)

@@ -1,0 +1,60 @@
+"""The CLI as a subprocess against the fake runtime: exit codes, one-line errors, results on disk."""
+
+import json
+
+
+def _results(out):
+    return {r["module"] + "|" + (r["checkpoint"] or r["geometry"]["id"]): r for r in map(lambda p: json.loads(p.read_text()), (out / "results").glob("*.json"))}
+
+
+def test_run_records_pass_fail_invalid_and_argued(fake_matrix, fake_cache, tmp_path, run_cli):
+    out = tmp_path / "out"
+    proc = run_cli("run", "--matrix", fake_matrix, "--out", out, cache=fake_cache)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = _results(out)
+    assert rows["fake/good|tiny"]["verdict"] == "pass"
+    assert rows["fake/liar|tiny"]["verdict"] == "fail"
+    assert "forced absorbed at L=2 T=16: the counters saw split" in rows["fake/liar|tiny"]["reason"]
+    assert rows["fake/opaque|tiny"]["verdict"] == "invalid"
+    assert rows["fake/opaque|tiny"]["reason"].startswith("Invalid: unforceable")
+    argued = rows["fake/good|tiny-real"]
+    assert argued["verdict"] == "argued" and argued["evidence"] == "argued" and argued["counters"] == []
+    good = rows["fake/good|tiny"]
+    assert good["evidence"] == "synthetic" and good["fingerprint"]["arm"] == "fake-stock"
+    assert good["metrics"]["forced"] == {"absorbed": "absorbed", "materialised": "materialised"}
+    assert {o["path"] for o in good["counters"]} == {"absorbed", "materialised"}
+    assert "1 passed, 1 failed, 1 invalid, 1 argued-not-measured" in proc.stdout
+    assert f"replay probes::fake/liar::fake-stock::tiny::float32::cpu: mlagate run --suite probes --module fake/liar --arm fake-stock --profile quick --matrix {fake_matrix}" in proc.stdout
+
+
+def test_only_invalid_cases_left_exits_3(fake_matrix, fake_cache, tmp_path, run_cli):
+    proc = run_cli("run", "--matrix", fake_matrix, "--module", "fake/opaque", "--out", tmp_path / "o", cache=fake_cache)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+
+
+def test_all_gates_pass_exits_0(fake_matrix, fake_cache, tmp_path, run_cli):
+    proc = run_cli("run", "--matrix", fake_matrix, "--module", "fake/good", "--out", tmp_path / "o", cache=fake_cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_unknown_names_on_the_command_line_are_one_line_errors(fake_matrix, fake_cache, run_cli):
+    for flag, name, word in (("--module", "fake/nope", "module"), ("--arm", "nope", "arm"), ("--suite", "nope", "suite")):
+        proc = run_cli("plan", "--matrix", fake_matrix, flag, name, cache=fake_cache)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(f"mlagate: error: unknown {word} {name!r}") and proc.stderr.count("\n") == 1
+
+
+def test_an_import_path_missing_from_its_arm_is_named(fake_matrix, fake_cache, run_cli):
+    fake_matrix.write_text(fake_matrix.read_text().replace("import: fakemla.models.liar", "import: fakemla.models.lair"))
+    proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
+    assert proc.returncode == 2
+    assert proc.stderr == f"mlagate: error: {fake_matrix}: modules.fake/liar.import: fakemla.models.lair does not exist in arm fake-stock (tree)\n"
+
+
+def test_an_unregistered_module_fails_the_plan_naming_it(fake_matrix, fake_cache, run_cli):
+    text = fake_matrix.read_text()
+    start, end = text.index("  fake/opaque:"), text.index("checkpoints:")
+    fake_matrix.write_text(text[:start] + text[end:])
+    proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
+    assert proc.returncode == 1
+    assert "fakemla.models.opaque:OpaqueAttention" in proc.stderr

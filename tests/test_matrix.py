@@ -1,0 +1,84 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from mlagate import matrix
+from mlagate.matrix import MatrixError
+
+from .conftest import FAKE_MATRIX, ROOT
+
+SHIPPED = ROOT / "matrix.yaml"
+
+
+def test_shipped_matrix_loads_into_frozen_dataclasses():
+    m = matrix.load(SHIPPED)
+    assert m.version == 1
+    assert {"mlx-lm-0.32.2", "mlx-lm-0.32.2-patched", "mlx-vlm-0.6.17", "mlx-vlm-0.7.10"} <= set(m.arms)
+    assert m.arms["mlx-lm-0.32.2-patched"].patches[0].is_file()
+    with pytest.raises(AttributeError):
+        m.arms["mlx-lm-0.32.2"].role = "patched"
+    with pytest.raises(TypeError):
+        m.modules["mlx-lm/deepseek_v3"].config["x"] = 1
+
+
+def test_every_key_of_the_shipped_file_carries_a_comment():
+    bare = [
+        (i, line) for i, line in enumerate(SHIPPED.read_text().splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#") and "#" not in line
+    ]
+    assert not bare, f"keys without a comment: {bare[:5]}"
+
+
+BASE = FAKE_MATRIX.read_text()
+
+
+def _parse(text: str, tmp_path: Path):
+    (tmp_path / "fakemla-tree").mkdir(exist_ok=True)
+    return matrix.parse(text, tmp_path / "m.yaml")
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "line_of"),
+    [
+        (lambda t: t.replace("    role: stock  # role", "    role: stock  # role\n    colour: red  # unknown"), "arms.fake-stock.colour", "colour:"),
+        (lambda t: t.replace("kv_lora_rank: 64", "kv_lora_rank: sixty-four"), "geometries.tiny.kv_lora_rank", "sixty-four"),
+        (lambda t: t.replace("geometries: [tiny]  # geometries\n  fake/liar", "geometries: [huge]  # geometries\n  fake/liar"), "modules.fake/good.geometries[0]", "[huge]"),
+        (lambda t: t.replace("    runtime: fakemla  # runtime\n    import: fakemla.models.liar", "    runtime: nope  # runtime\n    import: fakemla.models.liar"), "modules.fake/liar.runtime", "runtime: nope"),
+        (lambda t: t.replace("  fake/liar:  # planted", "  fake/good:  # planted"), "fake/good", "fake/good:  # planted"),
+        (lambda t: t.replace("version: 1  # schema version", "version: 2  # schema version"), "version", "version: 2"),
+        (lambda t: t.replace("    dtype: float32  # dtype", "    dtype: float8  # dtype"), "profiles.quick.dtype", "float8"),
+        (lambda t: t.replace("    heads: 2  # heads", ""), "profiles.quick.heads", "quick:  # quick"),
+    ],
+    ids=["unknown-key", "wrong-type", "dangling-geometry", "dangling-runtime", "duplicate-id", "version", "bad-enum", "missing-key"],
+)
+def test_bad_input_is_one_line_naming_file_line_and_key(tmp_path, edit, key, line_of):
+    text = edit(BASE)
+    assert text != BASE
+    with pytest.raises(MatrixError) as err:
+        _parse(text, tmp_path)
+    message = str(err.value)
+    assert "\n" not in message
+    expected_line = next(i for i, line in enumerate(text.splitlines(), 1) if line_of in line)
+    assert message.startswith(f"{tmp_path / 'm.yaml'}:{expected_line}: {key}"), message
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    with pytest.raises(MatrixError, match=r"m\.yaml:4: <yaml>: not valid YAML"):
+        _parse("version: 1\nruntimes: {a: 1}\narms: [unclosed: x\nnext: 2\n", tmp_path)
+
+
+def test_missing_patch_file_is_named(tmp_path):
+    text = BASE.replace("    role: stock  # role", "    patches: [no-such.patch]  # patches\n    role: stock  # role")
+    with pytest.raises(MatrixError, match=r"arms\.fake-stock\.patches\[0\]: no such patch file: no-such\.patch"):
+        _parse(text, tmp_path)
+
+
+def test_cli_reports_a_malformed_matrix_in_one_line_without_traceback(tmp_path, run_cli):
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text(BASE.replace("kv_lora_rank: 64", "kv_lora_rank: [64]"))
+    (tmp_path / "fakemla-tree").mkdir()
+    proc = run_cli("plan", "--matrix", bad)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert re.match(rf"mlagate: error: {re.escape(str(bad))}:\d+: geometries.tiny.kv_lora_rank: expected a positive integer", proc.stderr)

@@ -1,0 +1,67 @@
+import os
+import signal
+import time
+
+import pytest
+
+from mlagate import arms, matrix
+from mlagate.supervisor import WorkerError, WorkerPool
+
+CONFIG = {"vocab_size": 64, "hidden_size": 64, "num_attention_heads": 2, "kv_lora_rank": 64, "qk_nope_head_dim": 16, "v_head_dim": 16}
+
+
+@pytest.fixture
+def pool(fake_matrix, fake_cache, tmp_path):
+    m = matrix.load(fake_matrix)
+    inst = arms.materialise(m.arms["fake-stock"], m.runtimes["fakemla"], fake_cache)
+    p = WorkerPool({"fake-stock": inst}, log_dir=tmp_path / "logs")
+    yield p
+    p.close()
+
+
+def _build(worker, module="unstable", cls="UnstableAttention"):
+    return worker.call("build", 60, key=module, **{"import": f"fakemla.models.{module}"}, model="Model", args="ModelArgs", attention=cls,
+                       config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 16, "v": 16})
+
+
+def test_worker_reports_its_arm_and_environment(pool):
+    fp = pool.get("fake-stock").fingerprint
+    assert fp["arm"] == "fake-stock" and fp["backend"] == "cpu" and fp["mlx"]
+    assert fp["arm_dir"].endswith("/site")
+
+
+def test_a_crash_becomes_an_error_with_the_output_and_the_pool_recovers(pool):
+    w = pool.get("fake-stock")
+    _build(w)
+    print_marker = w.call("step", 60, key="unstable", T=4, L=2, seed=0)
+    assert print_marker["path"] == "materialised"
+    with pytest.raises(WorkerError, match=r"crashed in step \(exit 9\)"):
+        w.call("step", 60, key="unstable", T=4, L=3, seed=0)
+    again = pool.get("fake-stock")
+    assert again is not w and again.alive()
+
+
+def test_a_hang_is_killed_with_its_whole_process_group(pool):
+    w = pool.get("fake-stock")
+    _build(w)
+    pid = w.proc.pid
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError, match="timed out after 2 s in step; killed"):
+        w.call("step", 2, key="unstable", T=4, L=5, seed=0)
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def test_an_error_inside_the_arm_comes_back_on_the_channel(pool):
+    w = pool.get("fake-stock")
+    with pytest.raises(WorkerError, match=r"build failed in fake-stock: ModuleNotFoundError: No module named 'fakemla.models.nothing'"):
+        _build(w, "nothing", "X")
+    assert w.alive()
+
+
+def test_geometry_that_the_config_ignores_is_caught(pool):
+    w = pool.get("fake-stock")
+    with pytest.raises(WorkerError, match=r"geometry not applied: embed_q \(2, 64, 16\) \(want \(2, 64, 32\)\)"):
+        w.call("build", 60, key="g", **{"import": "fakemla.models.good"}, model="Model", args="ModelArgs", attention="GoodAttention",
+               config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 32, "v": 16})
