@@ -28,6 +28,7 @@ def suite_dir(pytester, tmp_path):
     shutil.copytree(FIXTURES / "fakemla-tree", pytester.path / "fakemla-tree")
     shutil.copy(FIXTURES / "fake-matrix.yaml", pytester.path / "matrix.yaml")
     pytester.makepyfile(test_custom=SUITE)
+    pytester.makeini("[pytest]\n")
     return pytester
 
 

@@ -88,7 +88,8 @@ def _pip(arm: str, args: list[str], what: str) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("WARNING")]
-        msg = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else f"pip exited {proc.returncode}")
+        errors = [ln for ln in lines if ln.startswith("ERROR") and "yanked" not in ln]
+        msg = errors[-1] if errors else (lines[-1] if lines else f"pip exited {proc.returncode}")
         raise ArmError(arm, f"{what} failed: {msg}")
 
 
