@@ -23,7 +23,9 @@ def test_run_records_pass_fail_invalid_and_argued(fake_matrix, fake_cache, tmp_p
     assert good["evidence"] == "synthetic" and good["fingerprint"]["arm"] == "fake-stock"
     assert good["metrics"]["forced"] == {"absorbed": "absorbed", "materialised": "materialised"}
     assert {o["path"] for o in good["counters"]} == {"absorbed", "materialised"}
-    assert "1 passed, 1 failed, 1 invalid, 1 argued-not-measured" in proc.stdout
+    assert rows["fake/split|tiny"]["verdict"] == "fail" and "no single path (split" in rows["fake/split|tiny"]["reason"]
+    assert {rows[f"fake/{m}|tiny"]["verdict"] for m in ("fixed", "offbyone", "skewed")} == {"pass"}
+    assert "4 passed, 2 failed, 1 invalid, 1 argued-not-measured" in proc.stdout
     assert f"replay probes::fake/liar::fake-stock::tiny::float32::cpu: mlagate run --suite probes --module fake/liar --arm fake-stock --profile quick --matrix {fake_matrix}" in proc.stdout
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, results
+from mlagate import execute, findings, results, scanner
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -49,6 +49,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
     p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
 
+    p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
+    _common(p)
+    p.add_argument("paths", nargs="*", type=Path, help="files or folders to scan")
+    p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
+    p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
+
     p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
     _common(p)
     _selection(p)
@@ -78,7 +84,31 @@ def _context(args):
     return matrix, backend, runner
 
 
+def _scan(args) -> int:
+    matrix = load(args.matrix or default_path())
+    paths = list(args.paths)
+    runtimes = set(matrix.runtimes)
+    if args.arm:
+        if args.arm not in matrix.arms:
+            raise execute.UsageError(f"--arm: unknown arm {args.arm!r} (matrix has {', '.join(matrix.arms)})")
+        arm = matrix.arms[args.arm]
+        inst = arms_mod.materialise(arm, matrix.runtimes[arm.runtime], args.cache)
+        paths.append(inst.site / inst.runtime.package)
+        runtimes = {arm.runtime}
+    if not paths:
+        raise execute.UsageError("scan: give one or more paths, or --arm")
+    for p in paths:
+        if not p.exists():
+            raise execute.UsageError(f"scan: {p}: no such file or directory")
+    registered = {(m.import_path, m.attention_for(a.id)) for m in matrix.modules.values() if m.runtime in runtimes for a in matrix.arms_for(m)}
+    report = scanner.scan(paths, matrix.allowlist, registered)
+    print(findings.FORMATS[args.format](report))
+    return report.exit_code
+
+
 def _dispatch(args) -> int:
+    if args.command == "scan":
+        return _scan(args)
     if args.command == "arms":
         if args.import_:
             keys = arms_mod.import_cache(args.import_, args.cache)

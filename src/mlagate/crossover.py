@@ -65,3 +65,30 @@ def expected_path(L: int, T_before: int, r: int, n: int, v: int) -> str:
     if L == 1:
         return "absorbed"
     return "absorbed" if absorbed_wins(L, T_before + L, r, n, v) else "materialised"
+
+
+def widest_absorbed(T_before: int, r: int, n: int, v: int) -> int:
+    """The largest step width L that expected_path sends to the absorbed path on a cache of T_before.
+
+    Always >= 1 (decode). The condition is monotone in L, so a bisection over
+    [1, table_threshold + 1] finds it exactly.
+    """
+    lo, hi = 1, table_threshold(r, n, v) + 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if expected_path(mid, T_before, r, n, v) == "absorbed":
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def is_tie(L: int, T_before: int, r: int, n: int, v: int) -> bool:
+    """True when both paths cost exactly the same for this step (either choice is as fast)."""
+    d, T = n + v, T_before + L
+    return L * (r * d + (2 * r - d) * T) == r * d * T
+
+
+def tie_caches(r: int, n: int, v: int, up_to: int) -> list[int]:
+    """Cache lengths T_before <= up_to at which the step just past the boundary is an exact tie."""
+    return [T for T in range(1, up_to + 1) if is_tie(widest_absorbed(T, r, n, v) + 1, T, r, n, v)]

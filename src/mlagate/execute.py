@@ -23,7 +23,8 @@ class UsageError(ValueError):
 def installs_for(matrix: Matrix, selection: Selection, cache: Path | None = None) -> dict[str, ArmInstall]:
     """Materialise the arms the selection touches and check that every module exists in them."""
     selection.check(matrix)
-    wanted = sorted({a.id for m in matrix.modules.values() for a in matrix.arms_for(m) if (not selection.arms or a.id in selection.arms) and (not selection.modules or m.id in selection.modules)})
+    wanted = {a.id for m in matrix.modules.values() for a in matrix.arms_for(m) if (not selection.arms or a.id in selection.arms) and (not selection.modules or m.id in selection.modules)}
+    wanted = sorted(wanted | {matrix.arms[a].baseline for a in wanted if matrix.arms[a].baseline})
     try:
         installs = arms_mod.materialise_all(matrix, wanted, cache)
     except arms_mod.ArmError as exc:

@@ -122,6 +122,7 @@ class Suite:
     id: str
     kind: str
     gates: Mapping[str, Any]
+    baseline: bool = False  # runs only on arms with a baseline, comparing the two
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Profile:
     index_topk: int
     cache_lengths: tuple[int, ...]
     widths: tuple[int, ...]
+    prefill_widths: tuple[int, ...]
     prefill_chunk: int
     samples: int
     dtype: str
@@ -153,6 +155,7 @@ class Allow:
     module: str
     guard: str
     reason: str
+    gates: str = "other"  # what the allowed guard's single-query branch does: absorbed, pooling or other
 
 
 @dataclass(frozen=True)
@@ -445,9 +448,12 @@ def parse(text: str, path: Path) -> Matrix:
     suites = {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
-        m = r.mapping(node, key, {"kind", "gates"}, {"kind"})
+        m = r.mapping(node, key, {"kind", "gates", "baseline"}, {"kind"})
         gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
-        suites[sid] = Suite(sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates)
+        suites[sid] = Suite(
+            sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
+            bool(r.opt(m, "baseline", key, bool, default=False)),
+        )
 
     runners = {}
     for label, node in r.table(root["runners"], "runners").items():
@@ -463,12 +469,13 @@ def parse(text: str, path: Path) -> Matrix:
     pints = ["heads", "hidden_size", "q_lora_rank", "vocab_size", "index_heads", "index_topk", "prefill_chunk", "samples"]
     for pid, node in r.table(root["profiles"], "profiles").items():
         key = f"profiles.{pid}"
-        m = r.mapping(node, key, {*pints, "cache_lengths", "widths", "dtype", "timeout_s"}, {*pints, "cache_lengths", "widths", "dtype", "timeout_s"})
+        m = r.mapping(node, key, {*pints, "cache_lengths", "widths", "prefill_widths", "dtype", "timeout_s"}, {*pints, "cache_lengths", "widths", "prefill_widths", "dtype", "timeout_s"})
         vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
         if vals["heads"] < 2:
             raise r.fail(m["heads"], f"{key}.heads", "at least 2 heads (the path probes tell the latent from the heads by that axis)")
         profiles[pid] = Profile(
             pid, cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"), widths=r.int_list(m["widths"], f"{key}.widths"),
+            prefill_widths=r.int_list(m["prefill_widths"], f"{key}.prefill_widths"),
             dtype=r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
             timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")), **vals,
         )
@@ -479,8 +486,11 @@ def parse(text: str, path: Path) -> Matrix:
             raise r.fail(root["allowlist"], "allowlist", "expected a list")
         for i, node in enumerate(root["allowlist"].value):
             key = f"allowlist[{i}]"
-            m = r.mapping(node, key, {"module", "guard", "reason"}, {"module", "guard", "reason"})
-            allowlist.append(Allow(r.req(m, "module", key, str), r.req(m, "guard", key, str), r.req(m, "reason", key, str)))
+            m = r.mapping(node, key, {"module", "guard", "reason", "gates"}, {"module", "guard", "reason"})
+            allowlist.append(Allow(
+                r.req(m, "module", key, str), r.req(m, "guard", key, str), r.req(m, "reason", key, str),
+                r.opt(m, "gates", key, str, default="other", check=lambda x: x in ("absorbed", "pooling", "other"), what="absorbed, pooling or other"),
+            ))
 
     return Matrix(
         path=path, version=version, runtimes=MappingProxyType(runtimes), arms=MappingProxyType(arms),

@@ -72,6 +72,7 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
     dtype = matrix.profiles[profile].dtype
     cases = []
     for suite in selection.suites or tuple(matrix.suites):
+        paired = matrix.suites[suite].baseline
         for module in matrix.modules.values():
             if selection.modules and module.id not in selection.modules:
                 continue
@@ -79,6 +80,8 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
                 if selection.arms and arm.id not in selection.arms:
                     continue
                 if installs is not None and (arm.id not in installs or not installs[arm.id].has_module(module.import_path)):
+                    continue
+                if paired and (arm.baseline is None or arm.baseline not in {a.id for a in matrix.arms_for(module)}):
                     continue
                 for geometry in module.geometries:
                     cases.append(Case(suite, module.id, arm.id, geometry, dtype, backend, profile, runner, "synthetic"))

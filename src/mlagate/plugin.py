@@ -69,7 +69,8 @@ class Context:
     @property
     def installs(self):
         if self._installs is None:
-            wanted = sorted({a.id for m in self.matrix.modules.values() for a in self.matrix.arms_for(m) if not self.selection.arms or a.id in self.selection.arms})
+            wanted = {a.id for m in self.matrix.modules.values() for a in self.matrix.arms_for(m) if not self.selection.arms or a.id in self.selection.arms}
+            wanted = sorted(wanted | {self.matrix.arms[a].baseline for a in wanted if self.matrix.arms[a].baseline})
             try:
                 self._installs = arms_mod.materialise_all(self.matrix, wanted, self.cache)
             except arms_mod.ArmError as exc:
@@ -202,29 +203,64 @@ class CaseRun:
 
     # --- worker -------------------------------------------------------------------------
 
-    @property
-    def worker(self):
-        w = self.ctx.pool.get(self.case.arm)
-        self.result.fingerprint = dict(w.fingerprint)
-        return w
+    def _build_request(self, arm: str, dtype: str, quant: dict | None, forced: bool, seed: int, score_scale: float = 1) -> dict:
+        g = self.geometry
+        return {
+            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}", "score_scale": score_scale,
+            "import": self.module.import_path, "model": self.module.model, "args": self.module.args,
+            "attention": self.module.attention_for(arm), "config": self.config(arm), "dtype": dtype, "quant": quant,
+            "seed": seed, "forced": forced, "geometry": {"heads": self.profile.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
+        }
 
-    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0) -> tuple[str, dict]:
-        arm = arm or self.case.arm
-        dtype = dtype or self.case.dtype
-        key = f"{self.module.id}|{self.geometry.id}|{dtype}|{quant}|{forced}|{seed}|{self.profile.id}"
+    def _worker(self, arm: str):
         w = self.ctx.pool.get(arm)
         if arm == self.case.arm:
             self.result.fingerprint = dict(w.fingerprint)
-        info = w.call(
-            "build", self.profile.timeout_s, key=key, **{"import": self.module.import_path}, model=self.module.model,
-            args=self.module.args, attention=self.module.attention_for(arm), config=self.config(arm), dtype=dtype, quant=quant,
-            seed=seed, forced=forced, geometry={"heads": self.profile.heads, "r": self.geometry.kv_lora_rank, "n": self.geometry.qk_nope_head_dim, "v": self.geometry.v_head_dim},
+        return w
+
+    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1) -> tuple[str, dict]:
+        """Build the module's tiny model in an arm's worker; returns (key, build info).
+
+        score_scale multiplies every attention's embed_q weights, which scales the
+        attention scores of both paths alike (sharper, less uniform attention).
+        """
+        arm = arm or self.case.arm
+        req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale)
+        info = self._worker(arm).call("build", self.profile.timeout_s, **req)
+        return req["key"], info
+
+    def reference(self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None) -> str:
+        """A float64 CPU copy of a built model (weights dequantised and upcast): the high-precision reference."""
+        arm = arm or self.case.arm
+        build = self._build_request(arm, "float32", None, True, seed, score_scale)
+        key = f"reference|{source_key}"
+        self._worker(arm).call("reference", self.profile.timeout_s, key=key, source=source_key, build=build)
+        return key
+
+    def compare(self, outputs: dict[str, tuple[str, str | None]], reference: str, T: int, L: int, dtype: str, seed: int = 1, arm: str | None = None) -> dict:
+        """Run each (key, force) and the reference on the same inputs; errors in ULPs of dtype."""
+        arm = arm or self.case.arm
+        spec = {"T": T, "L": L, "seed": seed, "chunk": self.profile.prefill_chunk}
+        return self._worker(arm).call(
+            "compare", self.profile.timeout_s, dtype=dtype,
+            outputs={name: {**spec, "key": key, "force": force} for name, (key, force) in outputs.items()},
+            ref={**spec, "key": reference, "force": "materialised"},
         )
-        return key, info
+
+    def share_weights(self, source: tuple[str, str], target: tuple[str, str]) -> None:
+        """Load the weights of (arm, key) into (arm, key): the same numbers in both arms."""
+        folder = self.ctx.out / "tmp"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.case.file_stem}-{os.getpid()}.safetensors"
+        try:
+            self._worker(source[0]).call("save_weights", self.profile.timeout_s, key=source[1], path=str(path))
+            self._worker(target[0]).call("load_weights", self.profile.timeout_s, key=target[1], path=str(path))
+        finally:
+            path.unlink(missing_ok=True)
 
     def step(self, key: str, T: int, L: int, force: str | None = None, arm: str | None = None, want_output: bool = False, seed: int = 1) -> dict:
         arm = arm or self.case.arm
-        obs = self.ctx.pool.get(arm).call("step", self.profile.timeout_s, key=key, T=T, L=L, force=force, seed=seed, want_output=want_output, chunk=self.profile.prefill_chunk)
+        obs = self._worker(arm).call("step", self.profile.timeout_s, key=key, T=T, L=L, force=force, seed=seed, want_output=want_output, chunk=self.profile.prefill_chunk)
         obs["arm"] = arm
         obs["expected"] = crossover.expected_path(L, T, *self.geometry.rnv)
         record = {k: v for k, v in obs.items() if k != "output"}

@@ -90,22 +90,28 @@ def _is_expansion(call: ast.Call) -> bool:
     return any(isinstance(f, ast.Constant) and f.value is False for f in flags)
 
 
-def _branch_kind(stmts: list[ast.stmt]) -> str | None:
+def _branch_kind(stmts: list[ast.stmt], latents: set[str]) -> str | None:
+    """materialised when the branch expands the latent (embed_q with transpose=False, or
+    unembed_out on an expression that some embed_q(..., transpose=False) expands), absorbed
+    when it only folds or unfolds, None when it touches neither projection."""
     calls = _calls(stmts)
     if not calls:
         return None
-    return "materialised" if any(_is_expansion(c) for c in calls) else "absorbed"
+    expands = any(_is_expansion(c) or (c.func.attr == "unembed_out" and c.args and ast.dump(c.args[0]) in latents) for c in calls)
+    return "materialised" if expands else "absorbed"
 
 
 class _GuardRewriter(ast.NodeTransformer):
     def __init__(self, cls_name: str, text: str):
         self.cls_name, self.text = cls_name, text
         self.sites: list[GuardSite] = []
+        self.latents: set[str] = set()
         self._in_class = False
 
     def visit_ClassDef(self, node):
         if node.name != self.cls_name:
             return node
+        self.latents = {ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args}
         self._in_class = True
         self.generic_visit(node)
         self._in_class = False
@@ -115,7 +121,7 @@ class _GuardRewriter(ast.NodeTransformer):
         self.generic_visit(node)
         if not self._in_class:
             return node
-        body, orelse = _branch_kind(node.body), _branch_kind(node.orelse)
+        body, orelse = _branch_kind(node.body, self.latents), _branch_kind(node.orelse, self.latents)
         if body is None and orelse is None:
             return node
         if body == orelse:

@@ -1,14 +1,40 @@
-"""Static analysis of runtime source with `ast`: where the MLA modules are.
+"""Static analysis of runtime source with `ast`: MLA modules and single-query guards.
 
-discover() finds every class whose own code calls both the query fold (`self.embed_q(...)`)
-and the output unfold (`self.unembed_out(...)`): an MLA attention's dispatch, whether it
-defines the projections or inherits them.
+- discover(): every class whose own code calls both the query fold (`self.embed_q(...)`)
+  and the output unfold (`self.unembed_out(...)`): an MLA attention's dispatch, whether it
+  defines the projections or inherits them.
+- scan(): branch conditions that restrict a fast path to exactly one query or new token
+  (`L == 1`, `1 == L`, `S <= 1`, `x.shape[1] == 1`, `not q_len > 1`, a name bound to such a
+  test, ...), what the single-query branch gates (the absorbed fold, the indexer's
+  incremental pooling, or something unrelated), MLA dispatches whose guards do not read one
+  decision, and MLA modules a matrix does not register.
+
+Query-length names are those bound from a shape in the same function: position 1 of a
+3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
+`.shape[1]` / `.shape[-2]`, and names assigned from them. No regular expression reads the
+source.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from mlagate import probes
+
+SINGLE, MULTI = "single", "multi"
+ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}
+RULES = {
+    "MLA001": "single-query guard on the absorbed path",
+    "MLA002": "single-token guard on the indexer's pool reuse",
+    "MLA003": "the query fold and the output unfold do not read one decision",
+    "MLA004": "MLA module not registered in the matrix",
+    "MLA005": "allowlist entry that matches nothing",
+    "MLA006": "file could not be parsed",
+}
+FAILING = {"MLA001", "MLA002", "MLA003", "MLA004"}
 
 
 def _called_attrs(cls: ast.ClassDef) -> set[str]:
@@ -24,6 +50,12 @@ def mla_classes(tree: ast.Module) -> list[str]:
     return [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)]
 
 
+def _import_path(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
 def discover(site: Path, package: str) -> list[tuple[str, str]]:
     """(import path, class name) of every MLA attention class under site/package."""
     site = Path(site)
@@ -36,7 +68,318 @@ def discover(site: Path, package: str) -> list[tuple[str, str]]:
             tree = ast.parse(text, str(path))
         except SyntaxError:
             continue
-        rel = path.relative_to(site).with_suffix("")
-        import_path = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        found.extend((import_path, cls) for cls in mla_classes(tree))
+        found.extend((_import_path(path, site), cls) for cls in mla_classes(tree))
     return found
+
+
+# --- single-query conditions ------------------------------------------------------------
+
+
+def _const(node) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _shape_index(node) -> int | None:
+    """k for `<expr>.shape[k]` with a literal k (negative allowed)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        idx = node.slice
+        if isinstance(idx, ast.UnaryOp) and isinstance(idx.op, ast.USub) and _const(idx.operand) is not None:
+            return -_const(idx.operand)
+        return _const(idx)
+    return None
+
+
+def _is_shape(node) -> bool:
+    if isinstance(node, ast.Attribute) and node.attr == "shape":
+        return True
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and isinstance(node.slice, ast.Slice)
+
+
+_TUPLE_POSITION = {2: 1, 3: 1, 4: 2}
+QUERY_NAMES = {"x", "h", "hidden", "hidden_states", "inputs", "input_ids", "inputs_embeds", "tokens", "q", "query", "queries", "q_nope", "q_pe"}
+_NOT_QUERY = ("self", "cache", "mask", "state")
+
+
+def _child_blocks(stmt):
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, name, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    for case in getattr(stmt, "cases", ()):
+        yield case.body
+
+
+def _statements(block):
+    """Every statement under block, in source order, without entering nested functions or classes."""
+    for stmt in block:
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for child in _child_blocks(stmt):
+            yield from _statements(child)
+
+
+class _Function:
+    """What one function binds: query-length names and names bound to single/multi tests."""
+
+    def __init__(self, fn):
+        args = fn.args
+        self.params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if not any(w in a.arg for w in _NOT_QUERY)}
+        self.lengths: set[str] = set()
+        self.flags: dict[str, str | None] = {}
+
+    def query_like(self, node) -> bool:
+        return isinstance(node, ast.Name) and (node.id in self.params or node.id in QUERY_NAMES)
+
+    def bind(self, stmt) -> None:
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                self._bind(target, stmt.value)
+
+    def _bind(self, target, value) -> None:
+        if isinstance(target, ast.Tuple) and _is_shape(value):
+            base = value if isinstance(value, ast.Attribute) else value.value
+            pos = _TUPLE_POSITION.get(len(target.elts))
+            if pos is not None and isinstance(target.elts[pos], ast.Name) and self.query_like(base.value):
+                self.lengths.add(target.elts[pos].id)
+            return
+        if not isinstance(target, ast.Name):
+            return
+        if self.is_length(value):
+            self.lengths.add(target.id)
+            return
+        kind = self.kind(value)
+        if target.id in self.flags and self.flags[target.id] != kind:
+            self.flags[target.id] = None
+        else:
+            self.flags[target.id] = kind
+
+    def is_length(self, node) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.lengths
+        return _shape_index(node) in (1, -2) and self.query_like(node.value.value)
+
+    def kind(self, node) -> str | None:
+        """SINGLE when the test being true implies one query, MULTI when it implies more."""
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            return self._compare(node.left, node.ops[0], node.comparators[0])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            inner = self.kind(node.operand)
+            return {SINGLE: MULTI, MULTI: SINGLE}.get(inner)
+        if isinstance(node, ast.BoolOp):
+            kinds = [self.kind(v) for v in node.values]
+            if isinstance(node.op, ast.And):
+                hits = {k for k in kinds if k}
+                return hits.pop() if len(hits) == 1 else None
+            return kinds[0] if len(set(kinds)) == 1 and kinds[0] else None
+        if isinstance(node, ast.Name):
+            return self.flags.get(node.id)
+        return None
+
+    def _compare(self, left, op, right) -> str | None:
+        if self.is_length(right) and not self.is_length(left):
+            left, right = right, left
+            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(type(op), op)
+        if not self.is_length(left):
+            return None
+        c = _const(right)
+        if c is None:
+            return None
+        table = {
+            (ast.Eq, 1): SINGLE, (ast.LtE, 1): SINGLE, (ast.Lt, 2): SINGLE,
+            (ast.NotEq, 1): MULTI, (ast.Gt, 1): MULTI, (ast.GtE, 2): MULTI,
+        }
+        return table.get((type(op), c))
+
+
+# --- what a branch gates ----------------------------------------------------------------
+
+
+def _identifiers(stmts) -> set[str]:
+    names = set()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name):
+                names.add(node.id)
+    return names
+
+
+def gates(stmts) -> str:
+    """absorbed, pooling or other: what the single-query branch does."""
+    names = _identifiers(stmts)
+    if names & ABSORB_NAMES or any("absorb" in n for n in names):
+        return "absorbed"
+    if any("pool" in n.lower() for n in names):
+        return "pooling"
+    return "other"
+
+
+# --- findings ---------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    rule: str
+    path: str
+    line: int
+    column: int
+    message: str
+    module: str = ""
+    guard: str = ""
+    gates: str = ""
+    allowed: str = ""  # the allowlist reason, when one matched
+
+    @property
+    def failing(self) -> bool:
+        return self.rule in FAILING and not self.allowed
+
+
+@dataclass
+class ScanReport:
+    roots: list[str]
+    files: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    guards: list[Finding] = field(default_factory=list)  # every single-query guard seen, whatever it gates
+    modules: list[tuple[str, str]] = field(default_factory=list)
+    module_names: set[str] = field(default_factory=set)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.failing for f in self.findings) else 0
+
+    def to_json(self) -> dict:
+        return {
+            "schema": "mlagate.scan/1",
+            "roots": self.roots,
+            "files": self.files,
+            "findings": [asdict(f) for f in self.findings],
+            "guards": [asdict(g) for g in self.guards],
+            "modules": [{"module": m, "class": c} for m, c in self.modules],
+        }
+
+
+def _package_root(path: Path) -> Path:
+    """The folder whose child is the top package of path (walks up while __init__.py exists)."""
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def _files(roots: list[Path]):
+    for root in roots:
+        if root.is_file():
+            yield root, _package_root(root)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    path = Path(dirpath) / name
+                    yield path, _package_root(path)
+
+
+def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text, str(path))
+    except (SyntaxError, ValueError) as exc:
+        report.findings.append(Finding("MLA006", display, getattr(exc, "lineno", 1) or 1, 1, f"not parsed: {exc.__class__.__name__}: {exc}"))
+        return
+    module = _import_path(path, root) if root in path.parents else path.stem
+    report.module_names.add(module)
+    mla = set(mla_classes(tree)) if "embed_q" in text and "unembed_out" in text else set()
+    report.modules.extend((module, c) for c in sorted(mla))
+    for stmt in _statements(tree.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _scan_function(stmt, text, module, display, report)
+        elif isinstance(stmt, ast.ClassDef):
+            for inner in _statements(stmt.body):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    _scan_function(inner, text, module, display, report)
+            if stmt.name in mla:
+                _scan_decisions(stmt, text, module, display, report)
+
+
+def _scan_function(fn, text: str, module: str, display: str, report: ScanReport) -> None:
+    scope = _Function(fn)
+    for stmt in _statements(fn.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _scan_function(stmt, text, module, display, report)
+            continue
+        scope.bind(stmt)
+        if isinstance(stmt, ast.If):
+            _guard(stmt, stmt.test, stmt.body, stmt.orelse, scope, text, module, display, report)
+
+
+def _guard(node, test, body, orelse, scope, text, module, display, report) -> None:
+    kind = scope.kind(test)
+    if kind is None:
+        return
+    what = gates(body if kind == SINGLE else orelse)
+    guard = " ".join((ast.get_source_segment(text, test) or "?").split())
+    finding = Finding("", display, node.lineno, node.col_offset + 1, "", module, guard, what)
+    report.guards.append(finding)
+    if what == "absorbed":
+        finding.rule = "MLA001"
+        finding.message = f"`{guard}` restricts the absorbed path to a single query; a speculative verify step (L >= 2) re-expands the whole cache"
+    elif what == "pooling":
+        finding.rule = "MLA002"
+        finding.message = f"`{guard}` restricts the indexer's pool reuse to one new token; a wide step re-pools the whole cache"
+    else:
+        return
+    report.findings.append(finding)
+
+
+def _scan_decisions(cls: ast.ClassDef, text: str, module: str, display: str, report: ScanReport) -> None:
+    segment = ast.get_source_segment(text, cls) or ""
+    sites = probes.find_guards(segment, cls.name) if segment else []
+    sources = {" ".join(s.source.split()) for s in sites}
+    if len(sources) > 1:
+        first = min(sites, key=lambda s: s.line)
+        report.findings.append(Finding(
+            "MLA003", display, cls.lineno + first.line - 1, 1,
+            f"{cls.name}: its guards read different conditions ({' / '.join(sorted(sources))}); the query fold and the output unfold can disagree",
+            module, guard=" / ".join(sorted(sources)), gates="absorbed",
+        ))
+
+
+def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | None = None) -> ScanReport:
+    """Scan files and folders; allowlist entries (module, guard, reason) silence matching guards.
+
+    A module matches an allowlist entry or a registered (import path, class) pair when its
+    dotted path ends with the entry's (so a vendored copy matches too).
+    """
+    roots = [Path(p) for p in paths]
+    report = ScanReport([str(r) for r in roots])
+    for path, root in _files(roots):
+        report.files += 1
+        base = next((r for r in roots if r == path or r in path.parents), path.parent)
+        display = str(path.relative_to(base if base.is_dir() else base.parent))
+        scan_file(path, root, display, report)
+    used = set()
+    for finding in report.findings + [g for g in report.guards if g not in report.findings]:
+        for i, allow in enumerate(allowlist):
+            if _suffix(finding.module, allow.module) and finding.guard == " ".join(allow.guard.split()) and finding.gates == allow.gates:
+                finding.allowed = allow.reason
+                used.add(i)
+    scanned = {g.module for g in report.guards} | {m for m, _ in report.modules} | report.module_names
+    for i, allow in enumerate(allowlist):
+        if i not in used and any(_suffix(m, allow.module) for m in scanned):
+            report.findings.append(Finding("MLA005", allow.module, 1, 1, f"allowlist entry `{allow.guard}` in {allow.module} matches no guard any more", allow.module, allow.guard))
+    if registered is not None:
+        for module, cls in report.modules:
+            if not any(_suffix(module, m) and cls == c for m, c in registered):
+                report.findings.append(Finding("MLA004", module, 1, 1, f"{module}:{cls} is an MLA module the matrix does not register", module))
+    report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
+    return report
+
+
+def _suffix(module: str, wanted: str) -> bool:
+    return module == wanted or module.endswith("." + wanted)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import math
 import os
 import platform
 import sys
@@ -19,6 +20,7 @@ import traceback
 from mlagate import probes
 
 PROTOCOL = 1
+STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
 
 
 class Worker:
@@ -31,6 +33,7 @@ class Worker:
 
         self.mx = mx
         self.models: dict[str, dict] = {}
+        self._kept = None
 
     # --- ops -------------------------------------------------------------------------
 
@@ -68,6 +71,10 @@ class Worker:
             got_q, got_o = tuple(attn["embed_q"].weight.shape), tuple(attn["unembed_out"].weight.shape)
             if got_q != want_q or got_o != want_o:
                 raise RuntimeError(f"geometry not applied: embed_q {got_q} (want {want_q}), unembed_out {got_o} (want {want_o}); check the module's config keys")
+        score_scale = req.get("score_scale") or 1
+        if score_scale != 1:
+            for attn in attention:
+                attn["embed_q"].weight = attn["embed_q"].weight * score_scale
         dtype = getattr(mx, req["dtype"])
         model.set_dtype(dtype)
         quant = req.get("quant")
@@ -86,6 +93,83 @@ class Worker:
         self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": config.get("vocab_size", 256)}
         return info
 
+    def op_save_weights(self, req: dict) -> dict:
+        """Write a built model's weights (safetensors) so another arm can load the very same ones."""
+        self.models[req["key"]]["model"].save_weights(req["path"])
+        return {"path": req["path"]}
+
+    def op_load_weights(self, req: dict) -> dict:
+        """Replace a built model's weights by another arm's; every name must match (strict)."""
+        entry = self.models[req["key"]]
+        entry["model"].load_weights(req["path"], strict=True)
+        self.mx.eval(entry["model"].parameters())
+        return {"loaded": req["path"]}
+
+    def op_reference(self, req: dict) -> dict:
+        """A float64 copy of a built model on the CPU: its weights dequantised and upcast, nothing re-drawn.
+
+        The copy is built forced-capable and unquantised; it is the high-precision reference
+        of the same weights the tested model uses.
+        """
+        mx = self.mx
+        from mlx.utils import tree_flatten, tree_unflatten  # noqa: PLC0415
+
+        src = self.models[req["source"]]
+        build = dict(req["build"], key=req["key"], dtype="float32", quant=None, forced=True)
+        with mx.stream(mx.cpu):
+            self.op_build(build)
+            ref = self.models[req["key"]]
+            flat = dict(tree_flatten(src["model"].parameters()))
+            weights = []
+            for name, value in flat.items():
+                prefix, leaf = name.rsplit(".", 1)
+                quantized = prefix + ".scales" in flat
+                if quantized and leaf in ("scales", "biases"):
+                    continue
+                if quantized and leaf == "weight":
+                    layer = _get(src["model"], prefix)
+                    value = mx.dequantize(value, flat[prefix + ".scales"], flat.get(prefix + ".biases"), group_size=layer.group_size, bits=layer.bits)
+                weights.append((name, value.astype(mx.float64)))
+            ref["model"].update(tree_unflatten(weights))
+            ref["model"].set_dtype(mx.float64)
+            mx.eval(ref["model"].parameters())
+        ref["cpu"] = True
+        return ref["info"]
+
+    def op_compare(self, req: dict) -> dict:
+        """Errors of tested outputs against a reference, in ULPs of a dtype at the reference's magnitude.
+
+        The unit is one ULP of `dtype` at max|reference| (the output's magnitude), so an
+        element near zero is not counted in its own tiny ULPs. Returns max, p99 and mean
+        per output, their pairwise delta, and the path each run took.
+        """
+        mx = self.mx
+        paths = {}
+        outs = {}
+        for name, spec in req["outputs"].items():
+            reply, out = self._run(spec)
+            paths[name] = reply["path"]
+            outs[name] = out
+        reply, ref = self._run(req["ref"])
+        paths["reference"] = reply["path"]
+        with mx.stream(mx.cpu):
+            ref = ref.astype(mx.float64)
+            outs = {name: out.astype(mx.float64) for name, out in outs.items()}
+            bits = {"float32": 23, "bfloat16": 7, "float16": 10}[req["dtype"]]
+            magnitude = mx.max(mx.abs(ref)).item()
+            ulp = 2.0 ** (math.floor(math.log2(magnitude)) - bits) if magnitude > 0 else 2.0**-149
+            stats = {"magnitude": magnitude, "ulp": ulp, "paths": paths}
+            for name, out in outs.items():
+                stats[name] = _err_stats(mx, mx.abs(out - ref) / ulp)
+            names = list(outs)
+            if len(names) == 2:
+                stats["delta"] = _err_stats(mx, mx.abs(outs[names[0]] - outs[names[1]]) / ulp)
+        return stats
+
+    def _run(self, spec: dict):
+        reply = self.op_step({**spec, "want_output": False, "keep": True})
+        return reply, self._kept
+
     def _cache(self, entry: dict):
         model = entry["model"]
         if hasattr(model, "make_cache"):
@@ -99,6 +183,12 @@ class Worker:
 
     def op_step(self, req: dict) -> dict:
         """Prime a fresh cache with T tokens (natural path), then run one step of L tokens."""
+        if self.models[req["key"]].get("cpu"):
+            with self.mx.stream(self.mx.cpu):
+                return self._step(req)
+        return self._step(req)
+
+    def _step(self, req: dict) -> dict:
         mx = self.mx
         entry = self.models[req["key"]]
         model, counters, forcing = entry["model"], entry["counters"], entry["forcing"]
@@ -107,7 +197,7 @@ class Worker:
             raise RuntimeError("forcing asked of a model built without forced guards")
         T, L, chunk = req["T"], req["L"], req.get("chunk", 512)
         mx.random.seed(req["seed"])
-        tokens = mx.random.randint(0, entry["vocab"], (1, T + L))
+        tokens = mx.random.randint(0, entry["vocab"], (1, T + max(L, STEP_HORIZON)))[:, : T + L]
         cache = self._cache(entry)
         for start in range(0, T, chunk):
             logits = self._forward(model, tokens[:, start : min(T, start + chunk)], cache)
@@ -122,6 +212,8 @@ class Worker:
         finally:
             if forcing:
                 forcing.mode = None
+        if req.get("keep"):
+            self._kept = out
         reply = {"T": T, "L": L, "force": force, **counters.summary()}
         if forcing:
             reply["guards"] = [{"site": s, "natural": "absorbed" if a else "materialised"} for s, a in forcing.decisions]
@@ -154,6 +246,18 @@ class Worker:
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "arm_dir": self.arm_dir,
         }
+
+
+def _get(model, dotted: str):
+    for part in dotted.split("."):
+        model = model[int(part)] if part.isdigit() else model[part]
+    return model
+
+
+def _err_stats(mx, err) -> dict:
+    flat = mx.sort(err.reshape(-1))
+    n = flat.size
+    return {"max": flat[-1].item(), "p99": flat[min(n - 1, int(0.99 * n))].item(), "mean": mx.mean(flat).item()}
 
 
 def blas_in_use() -> str:

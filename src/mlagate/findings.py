@@ -1,0 +1,67 @@
+"""Renderings of a scan report: text, JSON, SARIF 2.1.0 and GitHub workflow annotations."""
+
+from __future__ import annotations
+
+import json
+
+from mlagate import __version__
+from mlagate.scanner import FAILING, RULES, ScanReport
+
+LEVEL = {"MLA001": "error", "MLA002": "error", "MLA003": "error", "MLA004": "error", "MLA005": "warning", "MLA006": "warning"}
+
+
+def text(report: ScanReport) -> str:
+    lines = []
+    for f in report.findings:
+        note = f"  (allowlisted: {f.allowed})" if f.allowed else ""
+        lines.append(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}{note}")
+    failing = sum(f.failing for f in report.findings)
+    allowed = sum(bool(f.allowed) for f in report.findings)
+    lines.append(f"{report.files} files, {len(report.modules)} MLA modules, {len(report.guards)} single-query guards; {failing} findings, {allowed} allowlisted")
+    return "\n".join(lines)
+
+
+def as_json(report: ScanReport) -> str:
+    return json.dumps(report.to_json(), indent=1)
+
+
+def sarif(report: ScanReport) -> str:
+    rules = [
+        {"id": rid, "name": rid, "shortDescription": {"text": desc}, "defaultConfiguration": {"level": LEVEL[rid]}}
+        for rid, desc in RULES.items()
+    ]
+    results = []
+    for f in report.findings:
+        result = {
+            "ruleId": f.rule,
+            "level": LEVEL[f.rule] if f.rule in FAILING or f.rule not in LEVEL else LEVEL[f.rule],
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": {"startLine": f.line, "startColumn": f.column}}}],
+        }
+        if f.allowed:
+            result["suppressions"] = [{"kind": "external", "justification": f.allowed}]
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "mlagate", "version": __version__, "rules": rules}}, "results": results}],
+    }
+    return json.dumps(doc, indent=1)
+
+
+def github(report: ScanReport) -> str:
+    def esc(value: str) -> str:
+        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(value: str) -> str:
+        return esc(value).replace(":", "%3A").replace(",", "%2C")
+
+    lines = []
+    for f in report.findings:
+        kind = "error" if f.failing else ("notice" if f.allowed else "warning")
+        message = f.message + (f" (allowlisted: {f.allowed})" if f.allowed else "")
+        lines.append(f"::{kind} file={prop(f.path)},line={f.line},col={f.column},title={f.rule}::{esc(message)}")
+    return "\n".join(lines)
+
+
+FORMATS = {"text": text, "json": as_json, "sarif": sarif, "github": github}

@@ -1,0 +1,55 @@
+"""equivalence: forced absorbed vs forced materialised on identical inputs (fp32 and bf16,
+unquantised and 4-bit group-64 weights, L = 2 and L = 8, on the profile's first warm cache). Each path is measured
+against a float64 reference of the very same weights (dequantised, upcast, run on the CPU),
+in ULPs of the dtype at the output's magnitude (max |reference|).
+
+Gates, per dtype and backend (matrix.yaml suites.equivalence.gates.budgets):
+- the absorbed path's p99 error is at most `absorbed_factor` x the materialised path's
+  (plus `floor_ulps`, so two near-exact paths are not judged on rounding noise);
+- the p99 absorbed-vs-materialised delta at the widest L is at most `growth_factor` x the
+  delta at the narrowest L (plus `floor_ulps`): the error must not grow with L. Both widths
+  step the same cache with the same first tokens;
+- the max error of either path is at most `max_ulps` (a sanity bound against gross errors).
+
+Random weights give near-uniform attention, whose output cancels to a small value and hides
+errors in the scores (a query off by 0.1 % changes nothing visible). gates.score_scale
+multiplies embed_q, which scales the scores of both paths alike, so attention is peaked as in
+trained models and a wrong score shows in the output.
+"""
+
+from mlagate.plugin import Invalid
+
+
+def test_equivalence(mla):
+    gates = mla.gates
+    warm = mla.profile.cache_lengths[0]
+    problems, table = [], {}
+    forced_key = None
+    for dtype in gates["dtypes"]:
+        budget = gates["budgets"][dtype][mla.case.backend]
+        for quant in gates["quant"]:
+            q = None if quant == "none" else {"bits": int(quant[1]), "group_size": int(quant.split("g")[1])}
+            forced_key, info = mla.build(dtype=dtype, quant=q, forced=True, score_scale=gates["score_scale"])
+            if not info["guards"]:
+                raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
+            ref = mla.reference(forced_key, score_scale=gates["score_scale"])
+            deltas = {}
+            for L in gates["widths"]:
+                st = mla.compare({"absorbed": (forced_key, "absorbed"), "materialised": (forced_key, "materialised")}, ref, warm, L, dtype)
+                for label in ("absorbed", "materialised"):
+                    if st["paths"][label] != label:
+                        raise Invalid(f"{dtype} {quant} L={L}: forced {label} but the counters saw {st['paths'][label]}")
+                row = f"{dtype}/{quant}/L={L}"
+                table[row] = {k: st[k] for k in ("absorbed", "materialised", "delta", "magnitude", "ulp")}
+                deltas[L] = st["delta"]["p99"]
+                a, m = st["absorbed"]["p99"], st["materialised"]["p99"]
+                if a > budget["absorbed_factor"] * m + budget["floor_ulps"]:
+                    problems.append(f"{row}: absorbed p99 error {a:.1f} ULP > {budget['absorbed_factor']} x materialised {m:.1f} + {budget['floor_ulps']}")
+                worst = max(st["absorbed"]["max"], st["materialised"]["max"])
+                if worst > budget["max_ulps"]:
+                    problems.append(f"{row}: error {worst:.1f} ULP over the {budget['max_ulps']} ULP bound")
+            lo, hi = min(deltas), max(deltas)
+            if deltas[hi] > budget["growth_factor"] * deltas[lo] + budget["floor_ulps"]:
+                problems.append(f"{dtype}/{quant}: delta grows with L: p99 {deltas[hi]:.1f} ULP at L={hi} vs {deltas[lo]:.1f} at L={lo}")
+    mla.metric("errors_ulps", table)
+    assert not problems, "; ".join(problems)
