@@ -61,15 +61,18 @@ def cache_root() -> Path:
 
 
 def arm_key(arm: Arm) -> str:
-    """Content address: the source, the patches' bytes, the needs and the interpreter/platform."""
+    """Content address: the source, the patches' bytes and the needs; with needs (which may be
+    compiled), also the interpreter and platform. A runtime alone is pure Python, so its
+    install serves any Python 3 on any platform, and an exported cache travels between them."""
     payload = {
         "layout": LAYOUT,
         "source": [arm.source.kind, arm.source.spec, arm.source.ref],
         "patches": [hashlib.sha256(p.read_bytes()).hexdigest() for p in arm.patches],
         "needs": sorted(arm.needs),
-        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "platform": sysconfig.get_platform(),
     }
+    if arm.needs:
+        payload["python"] = f"{sys.version_info.major}.{sys.version_info.minor}"
+        payload["platform"] = sysconfig.get_platform()
     if arm.source.kind == "path":
         payload["tree"] = _tree_digest(Path(arm.source.spec))
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]

@@ -59,7 +59,8 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     _selection(p)
     p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
-    p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites")
+    p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites (performance suites always run serially)")
+    p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
     return ap
 
 
@@ -125,7 +126,7 @@ def _dispatch(args) -> int:
     matrix, backend, runner = _context(args)
     selection = Selection(tuple(args.suite), tuple(args.module), tuple(args.arm))
     if args.command == "plan":
-        outcome = execute.plan(matrix, selection, args.profile, backend, runner, args.cache)
+        outcome = execute.plan(matrix, selection, args.profile, backend, runner, args.cache, aa=getattr(args, "aa", False))
         if args.format == "json":
             print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
         elif args.format == "github":
@@ -139,7 +140,7 @@ def _dispatch(args) -> int:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
-    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache)
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):

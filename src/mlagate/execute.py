@@ -64,13 +64,20 @@ class PlanOutcome:
         return 1 if self.gaps else 0
 
 
-def plan(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, cache: Path | None = None) -> PlanOutcome:
+def plan(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, cache: Path | None = None, aa: bool = False) -> PlanOutcome:
     installs = installs_for(matrix, selection, cache)
     try:
-        cases = expand(matrix, selection, profile, backend, runner, installs)
+        cases = expand(matrix, selection, profile, backend, runner, installs, aa)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     return PlanOutcome(cases, coverage(matrix, installs))
+
+
+def _plugin_installed() -> bool:
+    """Whether pytest will load mlagate's plugin by its entry point (mlagate installed), or needs -p."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == "mlagate" for ep in entry_points(group="pytest11"))
 
 
 def suite_file(matrix: Matrix, suite: str) -> Path:
@@ -94,10 +101,14 @@ class RunOutcome:
 
 def run(
     matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
-    workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None,
+    workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None, aa: bool = False,
 ) -> RunOutcome:
-    """Run the selected suites through pytest; results land in OUT/results/ as each case ends."""
-    outcome = plan(matrix, selection, profile, backend, runner, cache)
+    """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
+
+    Correctness suites run under xdist with `workers` processes; performance suites always
+    run serially, after them.
+    """
+    outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
     if outcome.gaps:
         gap = outcome.gaps[0]
         raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
@@ -112,12 +123,18 @@ def run(
                 "--mlagate-backend", backend, "--mlagate-runner", runner, "--mlagate-out", str(out)]
         if cache:
             args += ["--mlagate-cache", str(cache)]
+        if aa:
+            args += ["--mlagate-aa"]
         for m in selection.modules:
             args += ["--mlagate-module", m]
         for a in selection.arms:
             args += ["--mlagate-arm", a]
         if kind == "correctness" and workers > 1:
             args += ["-n", str(workers)]
+        if kind == "performance":
+            args += ["-p", "no:xdist"]
+        if not _plugin_installed():
+            args += ["-p", "mlagate.plugin"]
         args += pytest_args or []
         code = subprocess.call(args, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         codes[kind] = code

@@ -123,6 +123,7 @@ class Suite:
     kind: str
     gates: Mapping[str, Any]
     baseline: bool = False  # runs only on arms with a baseline, comparing the two
+    modules: tuple[str, ...] | None = None  # only these modules (None: every module)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,10 @@ class Profile:
     prefill_widths: tuple[int, ...]
     prefill_chunk: int
     samples: int
+    warmup: int
+    perf_cache_lengths: tuple[int, ...]
+    crossover_cache: int
+    crossover_widths: tuple[int, ...]
     dtype: str
     timeout_s: float
 
@@ -448,11 +453,17 @@ def parse(text: str, path: Path) -> Matrix:
     suites = {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
-        m = r.mapping(node, key, {"kind", "gates", "baseline"}, {"kind"})
+        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules"}, {"kind"})
         gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
+        only = None
+        if "modules" in m:
+            only = r.str_list(m["modules"], f"{key}.modules")
+            for i, mod in enumerate(only):
+                if mod not in modules:
+                    raise r.fail(m["modules"].value[i], f"{key}.modules[{i}]", f"unknown module {mod!r}")
         suites[sid] = Suite(
             sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
-            bool(r.opt(m, "baseline", key, bool, default=False)),
+            bool(r.opt(m, "baseline", key, bool, default=False)), only,
         )
 
     runners = {}
@@ -466,16 +477,21 @@ def parse(text: str, path: Path) -> Matrix:
                 raise r.fail(root["checkpoints"].value[cp.id], f"checkpoints.{cp.id}.runners.{label}", f"unknown runner label {label!r}")
 
     profiles = {}
-    pints = ["heads", "hidden_size", "q_lora_rank", "vocab_size", "index_heads", "index_topk", "prefill_chunk", "samples"]
+    pints = ["heads", "hidden_size", "q_lora_rank", "vocab_size", "index_heads", "index_topk", "prefill_chunk", "samples", "warmup", "crossover_cache"]
     for pid, node in r.table(root["profiles"], "profiles").items():
         key = f"profiles.{pid}"
-        m = r.mapping(node, key, {*pints, "cache_lengths", "widths", "prefill_widths", "dtype", "timeout_s"}, {*pints, "cache_lengths", "widths", "prefill_widths", "dtype", "timeout_s"})
+        lists = {"cache_lengths", "widths", "prefill_widths", "perf_cache_lengths", "crossover_widths"}
+        m = r.mapping(node, key, {*pints, *lists, "dtype", "timeout_s"}, {*pints, *lists, "dtype", "timeout_s"})
         vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
+        if vals["samples"] % 2 == 0:
+            raise r.fail(m["samples"], f"{key}.samples", "use an odd number of samples (the median is then a sample)")
         if vals["heads"] < 2:
             raise r.fail(m["heads"], f"{key}.heads", "at least 2 heads (the path probes tell the latent from the heads by that axis)")
         profiles[pid] = Profile(
             pid, cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"), widths=r.int_list(m["widths"], f"{key}.widths"),
             prefill_widths=r.int_list(m["prefill_widths"], f"{key}.prefill_widths"),
+            perf_cache_lengths=r.int_list(m["perf_cache_lengths"], f"{key}.perf_cache_lengths"),
+            crossover_widths=r.int_list(m["crossover_widths"], f"{key}.crossover_widths"),
             dtype=r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
             timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")), **vals,
         )

@@ -64,16 +64,23 @@ class Selection:
                     raise PlanError(f"unknown {kind} {name!r}{hint}")
 
 
-def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None) -> list[Case]:
-    """Every case of the selection, in a stable order. Modules absent from an arm's install are left out."""
+def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None, aa: bool = False) -> list[Case]:
+    """Every case of the selection, in a stable order. Modules absent from an arm's install are left out.
+
+    Suites that compare an arm with its baseline get cases only on arms that have one, unless
+    aa (A/A mode), where every arm is compared with itself.
+    """
     selection.check(matrix)
     if profile not in matrix.profiles:
         raise PlanError(f"unknown profile {profile!r} (matrix has {', '.join(matrix.profiles)})")
     dtype = matrix.profiles[profile].dtype
     cases = []
     for suite in selection.suites or tuple(matrix.suites):
-        paired = matrix.suites[suite].baseline
+        paired = matrix.suites[suite].baseline and not aa
+        only = matrix.suites[suite].modules
         for module in matrix.modules.values():
+            if only is not None and module.id not in only:
+                continue
             if selection.modules and module.id not in selection.modules:
                 continue
             for arm in matrix.arms_for(module):

@@ -38,6 +38,7 @@ def pytest_addoption(parser):
     g.addoption("--mlagate-module", action="append", default=[], help="only this module (repeatable)")
     g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
     g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
+    g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
 
 
 class Context:
@@ -58,6 +59,7 @@ class Context:
         self.runner = opt("--mlagate-runner") or os.environ.get("MLAGATE_RUNNER") or default_runner(self.matrix, self.backend)
         self.out = Path(opt("--mlagate-out"))
         self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
+        self.aa = bool(opt("--mlagate-aa"))
         self.selection = Selection(modules=tuple(opt("--mlagate-module")), arms=tuple(opt("--mlagate-arm")))
         try:
             self.selection.check(self.matrix)
@@ -87,7 +89,7 @@ class Context:
         if suite not in self.matrix.suites:
             raise pytest.UsageError(f"suite {suite!r} is not declared in {self.matrix.path} (suites: {', '.join(self.matrix.suites)})")
         sel = Selection((suite,), self.selection.modules, self.selection.arms)
-        return expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs)
+        return expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa)
 
 
 def default_backend() -> str:
@@ -144,6 +146,8 @@ def mla(request, mla_context, mla_case):
     if mla_case.evidence == "argued":
         run.argue()
         pytest.skip(run.result.reason)
+    if mla_context.matrix.suites[mla_case.suite].kind == "performance" and os.environ.get("PYTEST_XDIST_WORKER"):
+        raise Invalid("performance suites never run under xdist: run them serially (tox -e perf, or mlagate run without -n)")
     if mla_case.evidence == "checkpoint":
         raise Invalid(f"checkpoint {mla_case.checkpoint} is on this runner, but this suite runs synthetic weights only; nothing was measured")
     return run
@@ -171,10 +175,15 @@ class CaseRun:
 
     # --- shapes -------------------------------------------------------------------------
 
+    @property
+    def heads(self) -> int:
+        """The profile's head count, never more than the real checkpoint has."""
+        return min(self.profile.heads, self.geometry.num_attention_heads)
+
     def shapes(self) -> dict:
         p, g = self.profile, self.geometry
         return {
-            "heads": p.heads, "hidden_size": p.hidden_size, "q_lora_rank": None if g.q_lora_rank is None else min(g.q_lora_rank, p.q_lora_rank),
+            "heads": self.heads, "hidden_size": p.hidden_size, "q_lora_rank": None if g.q_lora_rank is None else min(g.q_lora_rank, p.q_lora_rank),
             "vocab_size": p.vocab_size, "cache_lengths": list(p.cache_lengths), "widths": list(p.widths),
             "real_heads": g.num_attention_heads, "real_hidden_size": g.hidden_size,
         }
@@ -185,7 +194,7 @@ class CaseRun:
         shapes = self.shapes()
         geo = {
             "kv_lora_rank": g.kv_lora_rank, "qk_nope_head_dim": g.qk_nope_head_dim, "v_head_dim": g.v_head_dim,
-            "qk_rope_head_dim": g.qk_rope_head_dim, "num_attention_heads": p.heads, "hidden_size": p.hidden_size,
+            "qk_rope_head_dim": g.qk_rope_head_dim, "num_attention_heads": self.heads, "hidden_size": p.hidden_size,
             "q_lora_rank": shapes["q_lora_rank"],
         }
         if g.indexer is not None:
@@ -194,7 +203,7 @@ class CaseRun:
                 geo["index_kpool"] = g.indexer.kpool
         config = {"vocab_size": p.vocab_size, **thaw(self.module.config_for(arm or self.case.arm))}
         if "num_key_value_heads" in config:
-            config["num_key_value_heads"] = p.heads
+            config["num_key_value_heads"] = self.heads
         for name, value in geo.items():
             target = keys.get(name, name)
             if target:
@@ -209,16 +218,16 @@ class CaseRun:
             "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}", "score_scale": score_scale,
             "import": self.module.import_path, "model": self.module.model, "args": self.module.args,
             "attention": self.module.attention_for(arm), "config": self.config(arm), "dtype": dtype, "quant": quant,
-            "seed": seed, "forced": forced, "geometry": {"heads": self.profile.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
+            "seed": seed, "forced": forced, "geometry": {"heads": self.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
         }
 
-    def _worker(self, arm: str):
-        w = self.ctx.pool.get(arm)
-        if arm == self.case.arm:
+    def _worker(self, arm: str, replica: int = 0):
+        w = self.ctx.pool.get(arm, replica)
+        if arm == self.case.arm and replica == 0:
             self.result.fingerprint = dict(w.fingerprint)
         return w
 
-    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1) -> tuple[str, dict]:
+    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1, replica: int = 0) -> tuple[str, dict]:
         """Build the module's tiny model in an arm's worker; returns (key, build info).
 
         score_scale multiplies every attention's embed_q weights, which scales the
@@ -226,8 +235,43 @@ class CaseRun:
         """
         arm = arm or self.case.arm
         req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale)
-        info = self._worker(arm).call("build", self.profile.timeout_s, **req)
+        info = self._worker(arm, replica).call("build", self.profile.timeout_s, **req)
         return req["key"], info
+
+    # --- timing ---------------------------------------------------------------------------
+
+    def prime(self, key: str, T: int, arm: str | None = None, replica: int = 0, horizon: int = 64, seed: int = 1) -> dict:
+        """Prime and keep a cache of T tokens in the arm's worker, for timed samples."""
+        return self._worker(arm or self.case.arm, replica).call("prime", self.profile.timeout_s, key=key, T=T, seed=seed, horizon=horizon, chunk=self.profile.prefill_chunk)
+
+    def interleaved(self, series: list[dict], samples: int | None = None, warmup: int | None = None) -> dict[str, list[float]]:
+        """Timed samples of several series, interleaved: forward order, then reversed (ABBA...).
+
+        A series is {"label", "key", "L", optional "arm", "replica", "force"}; each must have
+        been primed. Every sample's counters must show the path of the series' first warm-up
+        (or its forced path): a sample that ran another path makes the case invalid.
+        """
+        samples = samples or self.profile.samples
+        warmup = self.profile.warmup if warmup is None else warmup
+        label_path: dict[str, str] = {}
+        times: dict[str, list[float]] = {s["label"]: [] for s in series}
+
+        def one(s: dict) -> dict:
+            arm = s.get("arm") or self.case.arm
+            return self._worker(arm, s.get("replica", 0)).call("sample", self.profile.timeout_s, key=s["key"], L=s["L"], force=s.get("force"))
+
+        for s in series:
+            for _ in range(max(1, warmup)):
+                r = one(s)
+                label_path.setdefault(s["label"], s.get("force") or r["path"])
+        for i in range(samples):
+            for s in series if i % 2 == 0 else list(reversed(series)):
+                r = one(s)
+                if r["path"] != label_path[s["label"]]:
+                    raise Invalid(f"{s['label']}: a timed sample ran {r['path']}, the row is labelled {label_path[s['label']]}")
+                times[s["label"]].append(r["seconds"])
+        self.result.observations.append({"timed": {s["label"]: {"path": label_path[s["label"]], "L": s["L"], "arm": s.get("arm") or self.case.arm, "seconds": times[s["label"]]} for s in series}})
+        return times
 
     def reference(self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None) -> str:
         """A float64 CPU copy of a built model (weights dequantised and upcast): the high-precision reference."""

@@ -17,6 +17,28 @@ from pathlib import Path
 from mlagate.arms import ArmInstall
 
 
+BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker import main; main(sys.argv[2:])"
+
+
+def worker_path() -> list[str]:
+    """Where the worker finds mlagate and MLX: the folders this process imports them from.
+
+    The worker runs isolated (`python -I`: no PYTHONPATH, no user site, no current folder),
+    then puts these after its own standard library, so MLX carried on PYTHONPATH (an offline
+    GPU machine) works as well as MLX installed in the environment. The arm's folder goes
+    first of all, in the worker.
+    """
+    import importlib.util
+
+    import mlagate
+
+    paths = [str(Path(mlagate.__file__).resolve().parents[1])]
+    spec = importlib.util.find_spec("mlx")
+    if spec is not None and spec.submodule_search_locations:
+        paths.append(str(Path(list(spec.submodule_search_locations)[0]).resolve().parent))
+    return list(dict.fromkeys(paths))
+
+
 class WorkerError(RuntimeError):
     """The worker crashed, hung or answered with an error; the case becomes invalid."""
 
@@ -36,7 +58,7 @@ class WorkerProcess:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"worker-{install.arm.id.replace('/', '_')}-{os.getpid()}-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "w+b")
-        cmd = [sys.executable, "-I", "-m", "mlagate.worker", str(install.site), install.runtime.package, str(child_rx), str(child_tx)]
+        cmd = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(worker_path()), str(install.site), install.runtime.package, str(child_rx), str(child_tx)]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             pass_fds=(child_rx, child_tx), start_new_session=True, env={**os.environ, **(env or {})},
@@ -119,19 +141,21 @@ class WorkerPool:
 
     def __init__(self, installs: dict[str, ArmInstall], env: dict[str, str] | None = None, log_dir: Path | None = None):
         self.installs, self.env, self.log_dir = installs, env, log_dir
-        self._workers: dict[str, WorkerProcess] = {}
+        self._workers: dict[tuple[str, int], WorkerProcess] = {}
 
-    def get(self, arm: str) -> WorkerProcess:
-        w = self._workers.get(arm)
+    def get(self, arm: str, replica: int = 0) -> WorkerProcess:
+        """The worker of an arm; replica 1 is a second process of the same arm (A/A runs)."""
+        slot = (arm, replica)
+        w = self._workers.get(slot)
         if w is None or not w.alive():
             if w is not None:
                 w.close()
             w = WorkerProcess(self.installs[arm], self.env, self.log_dir)
-            self._workers[arm] = w
+            self._workers[slot] = w
             try:
                 w.hello()
             except WorkerError:
-                self._workers.pop(arm, None)
+                self._workers.pop(slot, None)
                 w.close()
                 raise
         return w

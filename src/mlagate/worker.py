@@ -170,6 +170,79 @@ class Worker:
         reply = self.op_step({**spec, "want_output": False, "keep": True})
         return reply, self._kept
 
+    def op_prime(self, req: dict) -> dict:
+        """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache first."""
+        mx = self.mx
+        entry = self.models[req["key"]]
+        _clear_cache(mx)
+        T, chunk = req["T"], req.get("chunk", 512)
+        mx.random.seed(req["seed"])
+        tokens = mx.random.randint(0, entry["vocab"], (1, T + req.get("horizon", STEP_HORIZON)))
+        cache = self._cache(entry)
+        for start in range(0, T, chunk):
+            logits = self._forward(entry["model"], tokens[:, start : min(T, start + chunk)], cache)
+            mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        trimmable = all(hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable()) for c in cache)
+        entry["primed"] = {"cache": cache, "tokens": tokens, "T": T, "trimmable": trimmable, "chunk": chunk, "seed": req["seed"]}
+        return {"T": T, "trimmable": trimmable}
+
+    def op_sample(self, req: dict) -> dict:
+        """Time one step of L tokens on the primed cache (device synchronised around it), then
+        trim the cache back to T. The counters are taken around the timed region only.
+
+        The same step runs once untimed first (rewarm), because interleaved arms live in
+        different processes: without it, a sample that follows another worker's would pay
+        for that worker's use of the caches, and an odd number of samples cannot balance it."""
+        mx = self.mx
+        entry = self.models[req["key"]]
+        primed = entry.get("primed")
+        if primed is None:
+            raise RuntimeError("sample before prime")
+        model, counters, forcing = entry["model"], entry["counters"], entry["forcing"]
+        T, L = primed["T"], req["L"]
+        if req.get("force") is not None and forcing is None:
+            raise RuntimeError("forcing asked of a model built without forced guards")
+        step = primed["tokens"][:, T : T + L]
+        mx.eval(step)
+        if req.get("rewarm", True):
+            self._untimed(entry, step, req.get("force"))
+        _synchronize(mx)
+        counters.clear()
+        if forcing:
+            forcing.mode = req.get("force")
+        try:
+            t0 = time.perf_counter()
+            out = self._forward(model, step, primed["cache"])
+            mx.eval(out)
+            _synchronize(mx)
+            seconds = time.perf_counter() - t0
+        finally:
+            if forcing:
+                forcing.mode = None
+        summary = counters.summary()
+        if primed["trimmable"]:
+            for c in primed["cache"]:
+                c.trim(L)
+        else:
+            self.op_prime({"key": req["key"], "T": T, "chunk": primed["chunk"], "seed": primed["seed"]})
+        return {"seconds": seconds, "path": summary["path"], "L": L, "T": T}
+
+    def _untimed(self, entry: dict, step, force) -> None:
+        """Run the step once untimed on the primed cache and trim it back: the timed step then
+        finds this process's caches warm, whichever worker ran before it."""
+        mx, primed, forcing = self.mx, entry["primed"], entry["forcing"]
+        if not primed["trimmable"]:
+            return
+        if forcing:
+            forcing.mode = force
+        try:
+            mx.eval(self._forward(entry["model"], step, primed["cache"]))
+        finally:
+            if forcing:
+                forcing.mode = None
+        for c in primed["cache"]:
+            c.trim(step.shape[1])
+
     def _cache(self, entry: dict):
         model = entry["model"]
         if hasattr(model, "make_cache"):
@@ -246,6 +319,18 @@ class Worker:
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "arm_dir": self.arm_dir,
         }
+
+
+def _clear_cache(mx) -> None:
+    if hasattr(mx, "clear_cache"):
+        mx.clear_cache()
+    elif hasattr(mx, "metal"):
+        mx.metal.clear_cache()
+
+
+def _synchronize(mx) -> None:
+    if hasattr(mx, "synchronize"):
+        mx.synchronize()
 
 
 def _get(model, dotted: str):

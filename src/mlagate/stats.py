@@ -1,0 +1,119 @@
+"""Statistics for timings: pure functions of their arguments, standard library only.
+
+Timings are skewed and heavy-tailed (a sample can be delayed by the OS, never sped up), so
+everything here is built on medians and the bootstrap rather than means and normal theory.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median. With an odd number of samples it is one of them (no interpolation)."""
+    if not xs:
+        raise ValueError("median of no samples")
+    return statistics.median(xs)
+
+
+def bootstrap_ci(xs: Sequence[float], stat: Callable[[Sequence[float]], float] = median, n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of stat(xs).
+
+    Caveats: with few samples (under about 7) the interval is too narrow (the bootstrap
+    cannot invent spread it never saw), and a median's bootstrap distribution is lumpy:
+    its ends are sample values. Deterministic for a given seed.
+    """
+    if len(xs) < 2:
+        v = stat(xs)
+        return (v, v)
+    rng = random.Random(seed)
+    k = len(xs)
+    stats = sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n))
+    lo = stats[int((1 - level) / 2 * n)]
+    hi = stats[min(n - 1, int((1 + level) / 2 * n))]
+    return (lo, hi)
+
+
+def diff_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """median(b) - median(a) with a bootstrap interval (each side resampled independently).
+
+    Caveat: assumes the two sample sets are independent; interleaved samples (ABBA) share
+    slow drifts, which this ignores, so the interval is slightly conservative then.
+    """
+    rng = random.Random(seed)
+    ka, kb = len(a), len(b)
+    diffs = sorted(median([b[rng.randrange(kb)] for _ in range(kb)]) - median([a[rng.randrange(ka)] for _ in range(ka)]) for _ in range(n))
+    return (median(b) - median(a), diffs[int((1 - level) / 2 * n)], diffs[min(n - 1, int((1 + level) / 2 * n))])
+
+
+def relative_change(a: Sequence[float], b: Sequence[float]) -> float:
+    """(median(b) - median(a)) / median(a): how much slower b is than a (negative: faster)."""
+    base = median(a)
+    if base <= 0:
+        raise ValueError("relative change against a non-positive median")
+    return (median(b) - base) / base
+
+
+def least_squares_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The slope of the least-squares line through (xs, ys). Caveat: sensitive to outliers."""
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise ValueError("need two or more (x, y) pairs")
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise ValueError("all x are equal")
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+
+
+def marginal_cost(samples: dict[int, tuple[Sequence[float], Sequence[float]]], n: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """The cost of the extra queries, time(L) - time(1), per cache length, and its trend.
+
+    samples maps a cache length T to (L = 1 timings, L = k timings). Returns, per T, the
+    median difference with its bootstrap interval, and the least-squares slope of that
+    difference against T (seconds per cached token) with a bootstrap interval that
+    resamples within every T. Caveat: the slope assumes the cost is linear in T; a flat
+    cost gives a slope interval around zero, a materialising path a clearly positive one.
+    """
+    rng = random.Random(seed)
+    Ts = sorted(samples)
+    per_t = {}
+    for T in Ts:
+        one, k = samples[T]
+        d, lo, hi = diff_ci(one, k, n=n, level=level, seed=seed)
+        per_t[T] = {"marginal": d, "ci": (lo, hi)}
+    point = least_squares_slope(Ts, [per_t[T]["marginal"] for T in Ts]) if len(Ts) >= 2 else 0.0
+    boots = []
+    for _ in range(n if len(Ts) >= 2 else 0):
+        ys = []
+        for T in Ts:
+            one, k = samples[T]
+            ys.append(median([k[rng.randrange(len(k))] for _ in k]) - median([one[rng.randrange(len(one))] for _ in one]))
+        boots.append(least_squares_slope(Ts, ys))
+    boots.sort()
+    ci = (boots[int((1 - level) / 2 * n)], boots[min(n - 1, int((1 + level) / 2 * n))]) if boots else (0.0, 0.0)
+    return {"per_T": per_t, "slope": point, "slope_ci": ci}
+
+
+def growth_ratio(per_t: dict[int, dict]) -> float:
+    """marginal at the longest cache / marginal at the shortest (how many times it grew).
+
+    Caveat: meaningless when the short-cache marginal is near zero or negative; callers
+    floor it (see the marginal_cost suite).
+    """
+    Ts = sorted(per_t)
+    return per_t[Ts[-1]]["marginal"] / per_t[Ts[0]]["marginal"]
+
+
+def detectable_difference(aa_changes: Sequence[float], level: float = 0.95) -> float:
+    """The smallest relative difference a gate can tell from noise, from A/A runs.
+
+    Given the relative changes measured between an arm and itself, returns the `level`
+    quantile of their absolute values: a real change smaller than this is indistinguishable
+    from this runner's noise. Caveat: needs enough A/A runs (ten or more) to mean much.
+    """
+    if not aa_changes:
+        raise ValueError("no A/A runs")
+    xs = sorted(abs(x) for x in aa_changes)
+    return xs[min(len(xs) - 1, int(level * len(xs)))]

@@ -1,0 +1,64 @@
+"""The performance suites on the fake runtime: path proof in every timed row, a stock arm's
+growing marginal cost fails, an arm whose L = 1 is slower is invalid (never failed), and
+performance suites refuse to run under xdist.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import FIXTURES, ROOT
+
+MATRIX = FIXTURES / "fake-perf.yaml"
+
+
+@pytest.fixture(scope="module")
+def perf(tmp_path_factory):
+    from .conftest import cli
+
+    out = tmp_path_factory.mktemp("perf")
+    cache = tmp_path_factory.mktemp("cache")
+    proc = cli("run", "--matrix", MATRIX, "--module", "fake/good", "--suite", "marginal_cost", "--suite", "l1_parity", "--out", out, cache=cache)
+    rows = {(r["suite"], r["arm"]): r for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))}
+    return proc, rows, cache
+
+
+def test_a_slower_l1_arm_is_invalid_not_failed(perf):
+    _, rows, _ = perf
+    slow = rows[("l1_parity", "fake-slow")]
+    assert slow["verdict"] == "invalid"
+    assert "L = 1 differs by +" in slow["reason"] and "this run measured something other than the change" in slow["reason"]
+    assert len(slow["metrics"]["attempts"]) >= 2, "re-measured before giving up"
+
+
+def test_a_materialising_arm_fails_the_marginal_cost_gate(perf):
+    _, rows, _ = perf
+    stock = rows[("marginal_cost", "fake-stock")]
+    assert stock["verdict"] == "fail" and "decode steps" in stock["reason"]
+    assert stock["metrics"]["gate"]["relative_marginal"] > 1.5 and stock["metrics"]["growth"]["ratio"] > 2
+
+
+def test_every_timed_row_carries_its_path_proof(perf):
+    _, rows, _ = perf
+    for r in rows.values():
+        timed = [o["timed"] for o in r["counters"] if "timed" in o]
+        assert timed, r["case_id"]
+        for series in timed:
+            for row in series.values():
+                assert row["path"] in ("absorbed", "materialised") and len(row["seconds"]) == 3
+    stock = [o["timed"] for o in rows[("marginal_cost", "fake-stock")]["counters"] if "timed" in o][0]
+    assert (stock["L=1"]["path"], stock["L=2"]["path"]) == ("absorbed", "materialised")
+
+
+def test_performance_suites_refuse_xdist(perf, tmp_path):
+    _, _, cache = perf
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider", str(ROOT / "suites" / "performance" / "test_l1_parity.py"),
+         "--mlagate-matrix", str(MATRIX), "--mlagate-out", str(out), "--mlagate-cache", str(cache), "--mlagate-module", "fake/good"],
+        capture_output=True, text=True,
+    )
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert rows and all(r["verdict"] == "invalid" and "never run under xdist" in r["reason"] for r in rows), proc.stdout[-2000:]
