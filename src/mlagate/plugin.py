@@ -150,7 +150,9 @@ def mla(request, mla_context, mla_case):
         raise Invalid("performance suites never run under xdist: run them serially (tox -e perf, or mlagate run without -n)")
     if mla_case.evidence == "checkpoint":
         raise Invalid(f"checkpoint {mla_case.checkpoint} is on this runner, but this suite runs synthetic weights only; nothing was measured")
-    return run
+    yield run
+    if mla_context._pool is not None:
+        mla_context._pool.release()
 
 
 class CaseRun:

@@ -160,6 +160,15 @@ class WorkerPool:
                 raise
         return w
 
+    def release(self) -> None:
+        """Ask every live worker to drop its models and caches (between cases)."""
+        for w in self._workers.values():
+            if w.alive():
+                try:
+                    w.call("release", 60)
+                except WorkerError:
+                    pass
+
     def close(self) -> None:
         for w in self._workers.values():
             w.close()

@@ -93,6 +93,17 @@ class Worker:
         self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": config.get("vocab_size", 256)}
         return info
 
+    def op_release(self, req: dict) -> dict:
+        """Drop every model and primed cache and return MLX's cached buffers to the device, so
+        the next case (maybe in another worker) finds the memory free."""
+        import gc  # noqa: PLC0415
+
+        self.models.clear()
+        self._kept = None
+        gc.collect()
+        _clear_cache(self.mx)
+        return {}
+
     def op_save_weights(self, req: dict) -> dict:
         """Write a built model's weights (safetensors) so another arm can load the very same ones."""
         self.models[req["key"]]["model"].save_weights(req["path"])
@@ -182,6 +193,7 @@ class Worker:
         for start in range(0, T, chunk):
             logits = self._forward(entry["model"], tokens[:, start : min(T, start + chunk)], cache)
             mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        _clear_cache(mx)  # the prefill's transient buffers: another worker may need the memory
         trimmable = all(hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable()) for c in cache)
         entry["primed"] = {"cache": cache, "tokens": tokens, "T": T, "trimmable": trimmable, "chunk": chunk, "seed": req["seed"]}
         return {"T": T, "trimmable": trimmable}
