@@ -136,7 +136,8 @@ def run(
         if not _plugin_installed():
             args += ["-p", "mlagate.plugin"]
         args += pytest_args or []
-        code = subprocess.call(args, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+        code = subprocess.call(args, env={**env, "PYTHONUNBUFFERED": "1"})
         codes[kind] = code
         if code not in (0, 1, 5):
             raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see its output above)")

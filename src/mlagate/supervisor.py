@@ -16,7 +16,6 @@ from pathlib import Path
 
 from mlagate.arms import ArmInstall
 
-
 BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker import main; main(sys.argv[2:])"
 
 
