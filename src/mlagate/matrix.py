@@ -275,6 +275,14 @@ class _Reader:
             raise self.fail(node, key, f"expected a list, got {_kind(node.value)}")
         return tuple(self.scalar(v, f"{key}[{i}]", str) for i, v in enumerate(node.value))
 
+    def id_list(self, node: _Node, key: str, table: Mapping[str, Any], what: str) -> tuple[str, ...]:
+        """A list of ids, each of which must name an entry of table."""
+        ids = self.str_list(node, key)
+        for i, name in enumerate(ids):
+            if name not in table:
+                raise self.fail(node.value[i], f"{key}[{i}]", f"unknown {what} {name!r}")
+        return ids
+
     def int_list(self, node: _Node, key: str) -> tuple[int, ...]:
         if not isinstance(node.value, list) or not node.value:
             raise self.fail(node, key, "expected a non-empty list of integers")
@@ -394,18 +402,13 @@ def parse(text: str, path: Path) -> Matrix:
         import_path = r.req(m, "import", key, str, check=lambda x: re.fullmatch(r"[A-Za-z_][\w.]*", x) is not None, what="a dotted import path")
         if import_path.split(".")[0] != runtimes[runtime].package:
             raise r.fail(m["import"], f"{key}.import", f"{import_path} is not inside package {runtimes[runtime].package}")
-        geos = r.str_list(m["geometries"], f"{key}.geometries")
+        geos = r.id_list(m["geometries"], f"{key}.geometries", geometries, "geometry")
         if not geos:
             raise r.fail(m["geometries"], f"{key}.geometries", "name at least one geometry")
-        for i, g in enumerate(geos):
-            if g not in geometries:
-                raise r.fail(m["geometries"].value[i], f"{key}.geometries[{i}]", f"unknown geometry {g!r}")
         module_arms = None
         if "arms" in m:
-            module_arms = r.str_list(m["arms"], f"{key}.arms")
+            module_arms = r.id_list(m["arms"], f"{key}.arms", arms, "arm")
             for i, a in enumerate(module_arms):
-                if a not in arms:
-                    raise r.fail(m["arms"].value[i], f"{key}.arms[{i}]", f"unknown arm {a!r}")
                 if arms[a].runtime != runtime:
                     raise r.fail(m["arms"].value[i], f"{key}.arms[{i}]", f"arm {a!r} is of runtime {arms[a].runtime}, not {runtime}")
         config = r.plain(m["config"]) if "config" in m and m["config"].value is not None else MappingProxyType({})
@@ -455,12 +458,7 @@ def parse(text: str, path: Path) -> Matrix:
         key = f"suites.{sid}"
         m = r.mapping(node, key, {"kind", "gates", "baseline", "modules"}, {"kind"})
         gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
-        only = None
-        if "modules" in m:
-            only = r.str_list(m["modules"], f"{key}.modules")
-            for i, mod in enumerate(only):
-                if mod not in modules:
-                    raise r.fail(m["modules"].value[i], f"{key}.modules[{i}]", f"unknown module {mod!r}")
+        only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
         suites[sid] = Suite(
             sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
             bool(r.opt(m, "baseline", key, bool, default=False)), only,

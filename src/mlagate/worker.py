@@ -187,12 +187,7 @@ class Worker:
         entry = self.models[req["key"]]
         _clear_cache(mx)
         T, chunk = req["T"], req.get("chunk", 512)
-        mx.random.seed(req["seed"])
-        tokens = mx.random.randint(0, entry["vocab"], (1, T + req.get("horizon", STEP_HORIZON)))
-        cache = self._cache(entry)
-        for start in range(0, T, chunk):
-            logits = self._forward(entry["model"], tokens[:, start : min(T, start + chunk)], cache)
-            mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        tokens, cache = self._prefilled(entry, T, req["seed"], req.get("horizon", STEP_HORIZON), chunk)
         _clear_cache(mx)  # the prefill's transient buffers: another worker may need the memory
         trimmable = all(hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable()) for c in cache)
         entry["primed"] = {"cache": cache, "tokens": tokens, "T": T, "trimmable": trimmable, "chunk": chunk, "seed": req["seed"]}
@@ -255,6 +250,18 @@ class Worker:
         for c in primed["cache"]:
             c.trim(step.shape[1])
 
+    def _prefilled(self, entry: dict, T: int, seed: int, horizon: int, chunk: int):
+        """Seeded tokens for T + horizon positions and a fresh cache of the runtime's own class,
+        prefilled with the first T of them in chunks (on the natural path)."""
+        mx = self.mx
+        mx.random.seed(seed)
+        tokens = mx.random.randint(0, entry["vocab"], (1, T + horizon))
+        cache = self._cache(entry)
+        for start in range(0, T, chunk):
+            logits = self._forward(entry["model"], tokens[:, start : min(T, start + chunk)], cache)
+            mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        return tokens, cache
+
     def _cache(self, entry: dict):
         model = entry["model"]
         if hasattr(model, "make_cache"):
@@ -280,13 +287,9 @@ class Worker:
         force = req.get("force")
         if force is not None and forcing is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
-        T, L, chunk = req["T"], req["L"], req.get("chunk", 512)
-        mx.random.seed(req["seed"])
-        tokens = mx.random.randint(0, entry["vocab"], (1, T + max(L, STEP_HORIZON)))[:, : T + L]
-        cache = self._cache(entry)
-        for start in range(0, T, chunk):
-            logits = self._forward(model, tokens[:, start : min(T, start + chunk)], cache)
-            mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
+        T, L = req["T"], req["L"]
+        tokens, cache = self._prefilled(entry, T, req["seed"], max(L, STEP_HORIZON), req.get("chunk", 512))
+        tokens = tokens[:, : T + L]
         counters.clear()
         if forcing:
             forcing.decisions.clear()
