@@ -62,3 +62,22 @@ def test_performance_suites_refuse_xdist(perf, tmp_path):
     )
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     assert rows and all(r["verdict"] == "invalid" and "never run under xdist" in r["reason"] for r in rows), proc.stdout[-2000:]
+
+
+def test_short_steps_repeat_within_a_sample(perf):
+    _, rows, _ = perf
+    loops = {}
+    for o in rows[("marginal_cost", "fake-stock")]["counters"]:
+        for label, row in o.get("timed", {}).items():
+            loops.setdefault(label, []).append(row["loops"])
+    assert max(loops["L=1"]) > 1, "a decode step far shorter than sample_min_s is repeated"
+    assert max(loops["L=1"]) >= max(loops["L=2"]), "the slower materialised step needs fewer repeats"
+
+
+def test_calibrated_loops():
+    from mlagate.plugin import MAX_LOOPS, calibrated_loops
+
+    assert calibrated_loops(0.0, 0.001) == 1
+    assert calibrated_loops(0.02, 0.001) == 20
+    assert calibrated_loops(0.02, 0.05) == 1
+    assert calibrated_loops(10.0, 1e-9) == MAX_LOOPS

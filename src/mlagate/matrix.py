@@ -153,6 +153,7 @@ class Profile:
     crossover_widths: tuple[int, ...]
     dtype: str
     timeout_s: float
+    sample_min_s: float = 0.0  # a timed sample repeats its step until it lasts this long (0: one step)
 
 
 @dataclass(frozen=True)
@@ -479,7 +480,7 @@ def parse(text: str, path: Path) -> Matrix:
     for pid, node in r.table(root["profiles"], "profiles").items():
         key = f"profiles.{pid}"
         lists = {"cache_lengths", "widths", "prefill_widths", "perf_cache_lengths", "crossover_widths"}
-        m = r.mapping(node, key, {*pints, *lists, "dtype", "timeout_s"}, {*pints, *lists, "dtype", "timeout_s"})
+        m = r.mapping(node, key, {*pints, *lists, "dtype", "timeout_s", "sample_min_s"}, {*pints, *lists, "dtype", "timeout_s"})
         vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
         if vals["samples"] % 2 == 0:
             raise r.fail(m["samples"], f"{key}.samples", "use an odd number of samples (the median is then a sample)")
@@ -491,7 +492,8 @@ def parse(text: str, path: Path) -> Matrix:
             perf_cache_lengths=r.int_list(m["perf_cache_lengths"], f"{key}.perf_cache_lengths"),
             crossover_widths=r.int_list(m["crossover_widths"], f"{key}.crossover_widths"),
             dtype=r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
-            timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")), **vals,
+            timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")),
+            sample_min_s=float(r.opt(m, "sample_min_s", key, (int, float), default=0.0, check=lambda x: 0 <= x <= 10, what="seconds between 0 and 10")), **vals,
         )
 
     allowlist = []

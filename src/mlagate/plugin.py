@@ -7,6 +7,7 @@ invalid, never failed; an argued case is recorded without running anything.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -39,6 +40,16 @@ def pytest_addoption(parser):
     g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
     g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
     g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
+
+
+MAX_LOOPS = 64
+
+
+def calibrated_loops(sample_min_s: float, fastest_s: float) -> int:
+    """How many times a sample repeats its step so that the fastest series lasts sample_min_s."""
+    if sample_min_s <= 0 or fastest_s <= 0:
+        return 1
+    return max(1, min(MAX_LOOPS, math.ceil(sample_min_s / fastest_s)))
 
 
 class Context:
@@ -252,27 +263,37 @@ class CaseRun:
         A series is {"label", "key", "L", optional "arm", "replica", "force"}; each must have
         been primed. Every sample's counters must show the path of the series' first warm-up
         (or its forced path): a sample that ran another path makes the case invalid.
+
+        A sample repeats its step `loops` times and keeps the mean (pyperf's calibration): each
+        series gets the count that makes its fastest warm-up last the profile's `sample_min_s`
+        (at most MAX_LOOPS), so timer and scheduler jitter is averaged out of short steps.
         """
         samples = samples or self.profile.samples
         warmup = self.profile.warmup if warmup is None else warmup
         label_path: dict[str, str] = {}
         times: dict[str, list[float]] = {s["label"]: [] for s in series}
 
+        loops: dict[str, int] = {s["label"]: 1 for s in series}
+
         def one(s: dict) -> dict:
             arm = s.get("arm") or self.case.arm
-            return self._worker(arm, s.get("replica", 0)).call("sample", self.profile.timeout_s, key=s["key"], L=s["L"], force=s.get("force"))
+            return self._worker(arm, s.get("replica", 0)).call(
+                "sample", self.profile.timeout_s, key=s["key"], L=s["L"], force=s.get("force"), loops=loops[s["label"]])
 
         for s in series:
+            warm = []
             for _ in range(max(1, warmup)):
                 r = one(s)
+                warm.append(r["seconds"])
                 label_path.setdefault(s["label"], s.get("force") or r["path"])
+            loops[s["label"]] = calibrated_loops(self.profile.sample_min_s, min(warm))
         for i in range(samples):
             for s in series if i % 2 == 0 else list(reversed(series)):
                 r = one(s)
                 if r["path"] != label_path[s["label"]]:
                     raise Invalid(f"{s['label']}: a timed sample ran {r['path']}, the row is labelled {label_path[s['label']]}")
                 times[s["label"]].append(r["seconds"])
-        self.result.observations.append({"timed": {s["label"]: {"path": label_path[s["label"]], "L": s["L"], "arm": s.get("arm") or self.case.arm, "seconds": times[s["label"]]} for s in series}})
+        self.result.observations.append({"timed": {s["label"]: {"path": label_path[s["label"]], "L": s["L"], "arm": s.get("arm") or self.case.arm, "seconds": times[s["label"]], "loops": loops[s["label"]]} for s in series}})
         return times
 
     def reference(self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None) -> str:

@@ -194,12 +194,14 @@ class Worker:
         return {"T": T, "trimmable": trimmable}
 
     def op_sample(self, req: dict) -> dict:
-        """Time one step of L tokens on the primed cache (device synchronised around it), then
-        trim the cache back to T. The counters are taken around the timed region only.
+        """Time a step of L tokens on the primed cache, `loops` times (device synchronised
+        around each, the cache trimmed back to T after each), and return the mean time of one
+        step. The counters are taken around the timed regions only.
 
         The same step runs once untimed first (rewarm), because interleaved arms live in
         different processes: without it, a sample that follows another worker's would pay
-        for that worker's use of the caches, and an odd number of samples cannot balance it."""
+        for that worker's use of the caches, and an odd number of samples cannot balance it.
+        A cache that cannot be trimmed is primed anew after the step and allows one loop."""
         mx = self.mx
         entry = self.models[req["key"]]
         primed = entry.get("primed")
@@ -209,30 +211,33 @@ class Worker:
         T, L = primed["T"], req["L"]
         if req.get("force") is not None and forcing is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
+        loops = max(1, int(req.get("loops", 1))) if primed["trimmable"] else 1
         step = primed["tokens"][:, T : T + L]
         mx.eval(step)
         if req.get("rewarm", True):
             self._untimed(entry, step, req.get("force"))
-        _synchronize(mx)
         counters.clear()
-        if forcing:
-            forcing.mode = req.get("force")
-        try:
-            t0 = time.perf_counter()
-            out = self._forward(model, step, primed["cache"])
-            mx.eval(out)
+        seconds = 0.0
+        for _ in range(loops):
             _synchronize(mx)
-            seconds = time.perf_counter() - t0
-        finally:
             if forcing:
-                forcing.mode = None
+                forcing.mode = req.get("force")
+            try:
+                t0 = time.perf_counter()
+                out = self._forward(model, step, primed["cache"])
+                mx.eval(out)
+                _synchronize(mx)
+                seconds += time.perf_counter() - t0
+            finally:
+                if forcing:
+                    forcing.mode = None
+            if primed["trimmable"]:
+                for c in primed["cache"]:
+                    c.trim(L)
         summary = counters.summary()
-        if primed["trimmable"]:
-            for c in primed["cache"]:
-                c.trim(L)
-        else:
+        if not primed["trimmable"]:
             self.op_prime({"key": req["key"], "T": T, "chunk": primed["chunk"], "seed": primed["seed"]})
-        return {"seconds": seconds, "path": summary["path"], "L": L, "T": T}
+        return {"seconds": seconds / loops, "loops": loops, "path": summary["path"], "L": L, "T": T}
 
     def _untimed(self, entry: dict, step, force) -> None:
         """Run the step once untimed on the primed cache and trim it back: the timed step then
