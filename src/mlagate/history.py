@@ -147,21 +147,13 @@ def index_page(commits: list[dict]) -> str:
         for st in s["steps"]:
             steps_at.setdefault(st["index"], []).append(f"{s['module']} {FIGURES.get(s['figure'], (s['figure'],))[0]} {s['arm']} {s['geometry']}".strip())
     out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
-           f'<link rel="icon" href="data:,"><title>mlagate history</title><style>{report.CSS}td.step{{color:#d0312d;font-weight:bold}}</style></head><body>',
+           f'<link rel="icon" href="data:,"><title>mlagate history</title><style>{report.CSS}td.step{{color:#d0312d;font-weight:bold}}#commits td:nth-child(-n+3){{white-space:nowrap}}</style></head><body>',
            f"<h1>mlagate history · {len(commits)} commits</h1>",
            f'<p class="meta">rendered {time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())} from each commit\'s merged.json. '
            "A step (red) is flagged where the median of up to 5 commits from there on differs from the median of the 5 before by more than "
            "4 robust standard deviations (1.4826 x MAD of both windows) and by more than 10 % of the earlier level; it needs 3 commits before and "
            "most of 3 commits after (so the newest commit alone never flags), and a one-commit spike is never a step.</p>",
-           '<h2>Commits</h2><table id="commits"><thead><tr><th>#</th><th>commit</th><th>commit time</th><th>pass</th><th>fail</th><th>invalid</th><th>argued</th><th>steps at this commit</th></tr></thead><tbody>']
-    for i, c in enumerate(reversed(commits)):
-        idx = len(commits) - 1 - i
-        n = c["counts"]
-        flagged = steps_at.get(idx, [])
-        out.append(f'<tr><td>{idx + 1}</td><td><a href="{_e(c["commit"])}/index.html"><code>{_e(c["commit"][:12])}</code></a></td><td>{_e(c.get("commit_time"))}</td>'
-                   f'<td>{n.get("pass", 0)}</td><td>{n.get("fail", 0)}</td><td>{n.get("invalid", 0)}</td><td>{n.get("argued", 0)}</td>'
-                   f'<td class="{"step" if flagged else ""}">{_e("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
-    out.append("</tbody></table><h2>Key figures per module</h2>")
+           '<h2>Key figures per module</h2>']
     by_module: dict[str, list[dict]] = {}
     for s in series:
         by_module.setdefault(s["module"], []).append(s)
@@ -178,5 +170,13 @@ def index_page(commits: list[dict]) -> str:
                        f'<td>{_e(_fmt(present[0] if present else None, unit))}</td><td>{_e(_fmt(present[-1] if present else None, unit))}</td>'
                        f'<td class="{"step" if s["steps"] else ""}">{step_txt}</td></tr>')
         out.append("</tbody></table>")
-    out.append("</body></html>")
+    out.append('<h2>Commits</h2><table id="commits"><thead><tr><th>#</th><th>commit</th><th>commit time</th><th>pass</th><th>fail</th><th>invalid</th><th>argued</th><th>steps at this commit</th></tr></thead><tbody>')
+    for i, c in enumerate(reversed(commits)):
+        idx = len(commits) - 1 - i
+        n = c["counts"]
+        flagged = steps_at.get(idx, [])
+        out.append(f'<tr><td>{idx + 1}</td><td><a href="{_e(c["commit"])}/index.html"><code>{_e(c["commit"][:12])}</code></a></td><td>{_e(c.get("commit_time"))}</td>'
+                   f'<td>{n.get("pass", 0)}</td><td>{n.get("fail", 0)}</td><td>{n.get("invalid", 0)}</td><td>{n.get("argued", 0)}</td>'
+                   f'<td class="{"step" if flagged else ""}">{_e("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
+    out.append("</tbody></table></body></html>")
     return "".join(out)

@@ -170,8 +170,9 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str, x_l
 
 def histogram(title: str, groups: dict[str, list[float]], x_label: str, bins_log2: tuple[int, int] | None = None,
               markers: list[Marker] | None = None, width: int = 540, height: int = 300) -> str:
-    """Counts of positive values in power-of-two bins [2^k, 2^(k+1)), one bar colour per group
-    (bars side by side within a bin). Zeros are counted in a leftmost "0" bin."""
+    """Counts of positive values in power-of-two bins [2^k, 2^(k+1)) (each labelled at its left
+    edge), one bar colour per group, side by side within a bin. Zeros are counted in a leftmost
+    "0" bin."""
     markers = markers or []
     values = [v for vs in groups.values() for v in vs if math.isfinite(v)]
     pos = [v for v in values if v > 0]
@@ -217,7 +218,7 @@ def histogram(title: str, groups: dict[str, list[float]], x_label: str, bins_log
         out.append(f'<rect x="{lx}" y="{height - 24}" width="10" height="10" fill="{colour}"/><text x="{lx + 14}" y="{height - 15}">{escape(name[:22])}</text>')
     for bi, label in enumerate(labels):
         if nb <= 16 or bi % 2 == 0:
-            out.append(f'<text x="{left + (bi + 0.5) * bw:.1f}" y="{plot_bottom + 13}" text-anchor="middle" font-size="9">{escape(label)}</text>')
+            out.append(f'<text x="{left + bi * bw:.1f}" y="{plot_bottom + 13}" text-anchor="middle" font-size="9">{escape(label)}</text>')
     for m in markers:
         if m.x > 0:
             e = math.log2(m.x)

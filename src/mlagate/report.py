@@ -202,7 +202,7 @@ def marginal_plots(rows: list[dict]) -> list[Plot]:
             l1 = r["metrics"].get("l1_median_s") or {}
             l1_pts = [(float(T), v * 1e3) for T, v in l1.items() if _num(v) is not None]
             if l1_pts:
-                series.append(Series(f"{r['arm']} decode step (L = 1)", l1_pts, colour, dashed=True))
+                series.append(Series(f"{r['arm']} decode step", l1_pts, colour, dashed=True))
         title = f"marginal cost: {module} · {geo} · {backend} {dtype}"
         svg = plots.line_chart(title, series, "cache length T (tokens)", "time(L=2) - time(L=1), ms", x_log=True, y_log=True, x_base=2,
                                note="bars: 95% bootstrap interval")
