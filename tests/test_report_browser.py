@@ -2,7 +2,9 @@
 chromium-driver. Built from the committed reference runs of the default matrix (CPU and
 H200). Locally the tests skip when the browser is missing; in CI (CI=true) they fail.
 
-Screenshots go to $MLAGATE_SCREENSHOTS when set (else the test's temporary folder).
+Screenshots go to $MLAGATE_SCREENSHOTS when set (else the test's temporary folder);
+$MLAGATE_CHROMIUM and $MLAGATE_CHROMEDRIVER name the browser and driver when they are not
+Debian's chromium and chromedriver on PATH.
 """
 
 import io
@@ -16,8 +18,15 @@ from mlagate import report
 
 from .test_report import MARKUP, REFERENCE, markup_rows, write_results
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).exists()), None)
-DRIVER = next((p for p in (shutil.which("chromedriver"), "/usr/bin/chromedriver") if p and Path(p).exists()), None)
+def _find(env: str, name: str) -> str | None:
+    """$env when set (it must exist), else the program on PATH or in /usr/bin."""
+    if os.environ.get(env):
+        return os.environ[env] if Path(os.environ[env]).exists() else None
+    return next((p for p in (shutil.which(name), f"/usr/bin/{name}") if p and Path(p).exists()), None)
+
+
+CHROMIUM = _find("MLAGATE_CHROMIUM", "chromium")
+DRIVER = _find("MLAGATE_CHROMEDRIVER", "chromedriver")
 # the page's verdict colours (report.VERDICT_COLOUR) and plot line colours (plots.PALETTE)
 PASS, FAIL, INVALID = (46, 157, 74), (208, 49, 45), (232, 163, 23)
 BLUE, RED = (31, 119, 180), (214, 39, 40)
