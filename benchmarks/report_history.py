@@ -24,7 +24,7 @@ from pathlib import Path
 from mlagate import history, report
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "docs/reference/cpu/results.tgz", *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
+SOURCES = [*sorted((ROOT / "docs/reference/cpu").glob("*.tgz")), *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
 STEP_AT, STEP_ARM, STEP_MODULE = 60, "mlx-lm-0.32.2-patched", "mlx-lm/deepseek_v3"
 
 

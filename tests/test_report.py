@@ -12,7 +12,7 @@ import pytest
 from mlagate import history, junit, report, results
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = [ROOT / "docs/reference/cpu/results.tgz", *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
+REFERENCE = [*sorted((ROOT / "docs/reference/cpu").glob("*.tgz")), *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
 MARKUP = "<script>alert(1)</script>"
 
 
@@ -117,6 +117,17 @@ def test_throughput_rows_plot_and_no_data_without_them():
     (empty,) = report.throughput_plots([result()])
     assert empty.slug == "throughput-no-data" and "no data" in empty.svg
     assert history.key_figures(rows)["mlx-lm/deepseek_v3|spec_speedup|mlx-lm-0.32.2|deepseek-v3|cpu"] == pytest.approx(40 / 28)
+
+
+def test_equivalence_plots_elementwise_histograms_when_rows_carry_them():
+    hist = {"edges": [0.5, 1.0, 2.0], "counts": [5, 3, 2, 0]}
+    stats = {"max": 3.0, "p99": 2.5, "mean": 1.0}
+    with_hist = result(suite="equivalence", metrics={"errors_ulps": {"float32/none/L=2": {"absorbed": {**stats, "hist": hist}, "materialised": {**stats, "hist": hist}}}})
+    without = result(suite="equivalence", arm="old", metrics={"errors_ulps": {"float32/none/L=2": {"absorbed": stats, "materialised": stats}}})
+    plots_ = report.equivalence_plots([with_hist, without])
+    assert [p.slug for p in plots_] == ["equivalence-elements-cpu-float32", "equivalence-cpu-float32"]
+    assert plots_[0].svg.count('class="bar"') == 6  # 3 non-empty bins x 2 paths, as % of elements
+    assert "50 in bin" in plots_[0].svg  # 5 of 10 elements below 0.5 ULP
 
 
 def test_junit_maps_every_verdict():

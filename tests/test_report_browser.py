@@ -18,6 +18,7 @@ from mlagate import report
 
 from .test_report import MARKUP, REFERENCE, markup_rows, write_results
 
+
 def _find(env: str, name: str) -> str | None:
     """$env when set (it must exist), else the program on PATH or in /usr/bin."""
     if os.environ.get(env):

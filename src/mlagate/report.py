@@ -236,27 +236,42 @@ def crossover_plots(rows: list[dict]) -> list[Plot]:
 
 
 def equivalence_plots(rows: list[dict]) -> list[Plot]:
-    """equivalence: the distribution over measured rows (case x dtype x quantisation x L) of the
-    p99 error against the float64 reference, in ULPs, per backend and dtype, absorbed vs materialised."""
-    groups: dict[tuple, dict[str, list[float]]] = {}
+    """equivalence, per backend and dtype. Rows whose stats carry the worker's elementwise
+    histogram ("hist") give the distribution of every output element's error, summed over
+    rows; rows without it (older results) give the distribution over rows (case x quantisation
+    x L) of each path's p99 error. Both in ULPs of the dtype at the output's magnitude."""
+    p99s: dict[tuple, dict[str, list[float]]] = {}
+    hists: dict[tuple, dict[str, list[int]]] = {}
+    edges: dict[tuple, list[float]] = {}
+    n_rows: dict[tuple, int] = {}
     for r in rows:
         table = (r.get("metrics") or {}).get("errors_ulps")
         if r["suite"] != "equivalence" or not isinstance(table, dict):
             continue
         for row_name, row in table.items():
-            dtype = row_name.split("/")[0]
-            g = groups.setdefault((r.get("backend", ""), dtype), {"absorbed p99": [], "materialised p99": []})
+            key = (r.get("backend", ""), row_name.split("/")[0])
             for path in ("absorbed", "materialised"):
-                v = _num((row.get(path) or {}).get("p99"))
-                if v is not None:
-                    g[f"{path} p99"].append(v)
+                st = row.get(path) or {}
+                h = st.get("hist")
+                if isinstance(h, dict) and isinstance(h.get("counts"), list) and isinstance(h.get("edges"), list):
+                    if edges.setdefault(key, h["edges"]) == h["edges"]:
+                        acc = hists.setdefault(key, {}).setdefault(path, [0] * len(h["counts"]))
+                        for i, c in enumerate(h["counts"][:len(acc)]):
+                            acc[i] += int(c)
+                elif _num(st.get("p99")) is not None:
+                    p99s.setdefault(key, {"absorbed p99": [], "materialised p99": []})[f"{path} p99"].append(st["p99"])
+            n_rows[key] = n_rows.get(key, 0) + 1
     out = []
-    for (backend, dtype), g in sorted(groups.items()):
-        n = len(g["absorbed p99"])
-        title = f"equivalence error: {backend} {dtype} ({n} rows)"
-        svg = plots.histogram(title, g, "p99 error vs float64 reference, ULPs (power-of-two bins)")
-        out.append(Plot("equivalence", _slug("equivalence", backend, dtype), title, svg,
-                        "one count per measured row (case x quantisation x L)"))
+    for key in sorted(set(p99s) | set(hists)):
+        backend, dtype = key
+        if key in hists:
+            title = f"equivalence error per element: {backend} {dtype} ({n_rows[key]} rows)"
+            svg = plots.binned_histogram(title, edges[key], hists[key], "|path - float64 reference|, ULPs (power-of-two bins)")
+            out.append(Plot("equivalence", _slug("equivalence-elements", backend, dtype), title, svg, "every output element of every measured row (case x quantisation x L)"))
+        if key in p99s:
+            title = f"equivalence error, p99 per row: {backend} {dtype} ({len(p99s[key]['absorbed p99'])} rows)"
+            svg = plots.histogram(title, p99s[key], "p99 error vs float64 reference, ULPs (power-of-two bins)")
+            out.append(Plot("equivalence", _slug("equivalence", backend, dtype), title, svg, "one count per measured row (case x quantisation x L) without an elementwise histogram"))
     return out
 
 
@@ -303,7 +318,8 @@ PLOT_SECTIONS = (
     ("crossover", "Crossover sweeps", crossover_plots,
      "Forced absorbed vs forced materialised step time over widths on one warm cache; the dashed grey line is the formula's widest absorbed width, red the first swept width where materialising measured faster."),
     ("equivalence", "Equivalence errors in ULPs", equivalence_plots,
-     "How far each forced path is from a float64 reference of the same weights: the distribution of the per-row p99 error, in ULPs of the dtype at the output's magnitude."),
+     "How far each forced path is from a float64 reference of the same weights, in ULPs of the dtype at the output's magnitude: "
+     "the error of every output element where the results carry the worker's histogram, else the distribution of the per-row p99 error."),
     ("throughput", "Plain vs speculative decode", throughput_plots,
      "Tokens per second of plain and speculative decoding against the context length (results holding metrics.throughput)."),
 )
