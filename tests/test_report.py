@@ -96,7 +96,7 @@ def test_the_reference_report_holds_every_case_and_every_output(reference_report
     kinds = {p.kind for p in reference_report.plots}
     assert kinds == {"marginal", "crossover", "equivalence", "throughput"}
     assert len(list((out / "plots").glob("*.svg"))) == len(reference_report.plots) == html.count('<figure class="plot"')
-    assert "no data: no result in this report holds metrics.throughput" in html
+    assert "no data: no result in this report holds throughput rows" in html
     summary = (out / "summary.md").read_text()
     assert f"{counts['fail']} failed" in summary and "| crossover |" in summary
 
@@ -117,6 +117,12 @@ def test_throughput_rows_plot_and_no_data_without_them():
     (empty,) = report.throughput_plots([result()])
     assert empty.slug == "throughput-no-data" and "no data" in empty.svg
     assert history.key_figures(rows)["mlx-lm/deepseek_v3|spec_speedup|mlx-lm-0.32.2|deepseek-v3|cpu"] == pytest.approx(40 / 28)
+    # the speculative suite's shape: metrics.rows, one row per context and draft
+    suite_rows = [{"context": P, "draft": d, "plain_tok_s": 30.0, "spec_tok_s": s, "ratio": s / 30} for P in (256, 1024) for d, s in (("self", 50.0), ("perturbed", 35.0))]
+    spec = [result(suite="speculative", verdict="pass", metrics={"rows": suite_rows})]
+    (p,) = report.throughput_plots(spec)
+    assert p.svg.count('<polyline class="series"') == 3 and "speculative (self)" in p.svg and "speculative (perturbed)" in p.svg
+    assert history.key_figures(spec)["mlx-lm/deepseek_v3|spec_speedup|mlx-lm-0.32.2|deepseek-v3|cpu"] == pytest.approx(50 / 30)
 
 
 def test_equivalence_plots_elementwise_histograms_when_rows_carry_them():

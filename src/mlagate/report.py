@@ -276,38 +276,47 @@ def equivalence_plots(rows: list[dict]) -> list[Plot]:
 
 
 def throughput_rows(metrics: dict) -> list[dict]:
-    """metrics["throughput"]: a list of {context, plain_tok_s, spec_tok_s} (or a dict keyed by context)."""
-    t = (metrics or {}).get("throughput")
-    if isinstance(t, dict):
-        t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
-    if not isinstance(t, list):
-        return []
-    rows = []
-    for row in t:
-        if isinstance(row, dict):
+    """Decode throughput rows of a result: metrics["rows"] (the speculative suite) or
+    metrics["throughput"], each a list of {context, plain_tok_s, spec_tok_s[, draft]}
+    (metrics["throughput"] may also be a dict keyed by context). Rows without both
+    throughputs' keys are left out; draft defaults to "spec"."""
+    out = []
+    for name in ("rows", "throughput"):
+        t = (metrics or {}).get(name)
+        if isinstance(t, dict):
+            t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
+        if not isinstance(t, list):
+            continue
+        for row in t:
+            if not isinstance(row, dict) or "plain_tok_s" not in row or "spec_tok_s" not in row:
+                continue
             try:
-                rows.append({"context": float(row["context"]), "plain_tok_s": _num(row.get("plain_tok_s")), "spec_tok_s": _num(row.get("spec_tok_s"))})
+                out.append({"context": float(row["context"]), "plain_tok_s": _num(row.get("plain_tok_s")), "spec_tok_s": _num(row.get("spec_tok_s")),
+                            "draft": str(row.get("draft") or "spec")})
             except (KeyError, TypeError, ValueError):
                 continue
-    return sorted(rows, key=lambda r: r["context"])
+    return sorted(out, key=lambda r: (r["context"], r["draft"]))
 
 
 def throughput_plots(rows: list[dict]) -> list[Plot]:
-    """Plain vs speculative decode throughput against context, from any result with metrics.throughput."""
+    """Plain vs speculative decode throughput against context (one line per draft), from any
+    result with throughput rows."""
     out = []
     for r in sorted(rows, key=lambda r: (r["module"], _geo(r), r["arm"])):
         tr = throughput_rows(r.get("metrics") or {})
         if not tr:
             continue
-        plain = [(x["context"], x["plain_tok_s"]) for x in tr if x["plain_tok_s"] is not None]
-        spec = [(x["context"], x["spec_tok_s"]) for x in tr if x["spec_tok_s"] is not None]
+        plain = sorted({x["context"]: x["plain_tok_s"] for x in tr if x["plain_tok_s"] is not None}.items())
+        series = [Series("plain decode", plain, plots.PALETTE[0])]
+        for i, draft in enumerate(sorted({x["draft"] for x in tr})):
+            pts = [(x["context"], x["spec_tok_s"]) for x in tr if x["draft"] == draft and x["spec_tok_s"] is not None]
+            series.append(Series(f"speculative ({draft})" if draft != "spec" else "speculative decode", pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
         title = f"decode throughput: {r['module']} · {_geo(r)} · {r['arm']} · {r.get('backend', '')}"
-        svg = plots.line_chart(title, [Series("plain decode", plain, plots.PALETTE[0]), Series("speculative decode", spec, plots.PALETTE[2])],
-                               "context (tokens)", "tokens / s", x_log=True, x_base=2)
-        out.append(Plot("throughput", _slug("throughput", r["module"], _geo(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}"))
+        svg = plots.line_chart(title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2)
+        out.append(Plot("throughput", _slug("throughput", r["module"], _geo(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
     if not out:
         out.append(Plot("throughput", "throughput-no-data", "decode throughput: plain vs speculative",
-                        plots.no_data("decode throughput: plain vs speculative", "no data: no result in this report holds metrics.throughput")))
+                        plots.no_data("decode throughput: plain vs speculative", "no data: no result in this report holds throughput rows")))
     return out
 
 
@@ -321,7 +330,7 @@ PLOT_SECTIONS = (
      "How far each forced path is from a float64 reference of the same weights, in ULPs of the dtype at the output's magnitude: "
      "the error of every output element where the results carry the worker's histogram, else the distribution of the per-row p99 error."),
     ("throughput", "Plain vs speculative decode", throughput_plots,
-     "Tokens per second of plain and speculative decoding against the context length (results holding metrics.throughput)."),
+     "Tokens per second of plain and speculative decoding against the context length (results holding throughput rows: the speculative suite)."),
 )
 
 
