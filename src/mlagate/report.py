@@ -521,10 +521,6 @@ class Outcome:
     plots: list[Plot] = field(default_factory=list)
     history: Path | None = None
 
-    @property
-    def exit_code(self) -> int:
-        return results.summarise(self.merged["results"]).exit_code
-
 
 def write_commit(merged: dict, out: Path, history_link: str | None = None) -> list[Plot]:
     """Write the commit page, its plots, merged.json, junit.xml and summary.md into out."""

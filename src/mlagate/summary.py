@@ -32,9 +32,11 @@ def render(merged: dict, max_problems: int = 50) -> str:
     bad = [r for r in rows if r["verdict"] in ("fail", "invalid")]
     bad.sort(key=lambda r: (r["verdict"] != "fail", r["suite"], r["module"], r["arm"]))
     if bad:
-        out += ["", "### Failing and invalid cases", "", "| verdict | suite | module | arm | reason | replay |", "|---|---|---|---|---|---|"]
+        out += ["", "### Failing and invalid cases", "", "| verdict | suite | module | arm | geometry · dtype · backend | reason | replay |", "|---|---|---|---|---|---|---|"]
         for r in bad[:max_problems]:
-            out.append(f"| {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(r.get('reason'))} | <code>{_md(r.get('replay'))}</code> |")
+            geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+            where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
+            out.append(f"| {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | {_md(r.get('reason'))} | <code>{_md(r.get('replay'))}</code> |")
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
     return "\n".join(out) + "\n"
