@@ -183,6 +183,14 @@ def test_history_flags_a_planted_step_and_only_then(tmp_path, step):
     assert series["values"] == pytest.approx(values)
 
 
+def test_rerendering_a_merged_json_keeps_its_commit(tmp_path, run_cli):
+    report.build([write_results(tmp_path / "run", [result()])], tmp_path / "a", commit="c0ffee")
+    proc = run_cli("report", tmp_path / "a" / "merged.json", "--out", tmp_path / "b")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((tmp_path / "b" / "merged.json").read_text())
+    assert again["commit"] == "c0ffee" and again["results"] == json.loads((tmp_path / "a" / "merged.json").read_text())["results"]
+
+
 def test_history_rerender_rebuilds_old_pages_from_their_json(tmp_path):
     hist = tmp_path / "hist"
     history.add(hist, report.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))

@@ -550,6 +550,10 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
         raise ReportError("report: give one or more result folders, archives or merged.json files")
     loaded = [(str(p), load_source(p)) for p in sources]
     sha, when = git_commit()
+    earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
+    if not commit and len(sources) == 1 and earlier.name == "merged.json" and earlier.exists():
+        old = load_merged(earlier)  # re-rendering one earlier report: keep its commit
+        commit, sha, when = old["commit"], old["commit"], old.get("commit_time")
     commit = commit or os.environ.get("GITHUB_SHA") or sha or "unknown"
     if commit != sha:
         when = None
