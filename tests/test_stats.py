@@ -47,3 +47,31 @@ def test_relative_change_and_detectable_difference():
     assert stats.detectable_difference([0.01, -0.02, 0.005, 0.03, -0.004, 0.0, 0.01, -0.01, 0.02, 0.015]) == 0.03
     with pytest.raises(ValueError):
         stats.detectable_difference([])
+
+
+def _levels(levels: list[tuple[float, int]], sd: float, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, sd)) for level, n in levels for _ in range(n)]
+
+
+def test_detect_steps_finds_a_planted_step_where_it_is():
+    for seed in range(20):
+        (step,) = stats.detect_steps(_levels([(1.0, 30), (1.5, 30)], 0.02, seed))
+        assert step["index"] == 30 and step["change"] == pytest.approx(0.5, abs=0.1)
+        (down,) = stats.detect_steps(_levels([(2.0, 25), (1.0, 25)], 0.02, seed))
+        assert down["index"] == 25 and down["change"] < 0
+
+
+def test_detect_steps_is_quiet_without_a_step_and_ignores_a_spike():
+    assert all(stats.detect_steps(_levels([(1.0, 100)], 0.02, seed)) == [] for seed in range(20))
+    spike = [1.0] * 20
+    spike[10] = 5.0
+    assert stats.detect_steps(spike) == []
+    assert stats.detect_steps([1.0] * 5 + [1.05] * 5) == []  # under min_relative
+
+
+def test_detect_steps_needs_confirmation_after_the_step():
+    assert stats.detect_steps([1.0] * 10 + [2.0]) == []  # the newest commit alone never flags
+    assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 2)] == [10]
+    assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 10 + [1.0] * 10)] == [10, 20]
+    assert stats.detect_steps([0.0] * 8 + [3.0] * 8)[0]["change"] is None  # from zero: no relative change

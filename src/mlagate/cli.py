@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, results, scanner
+from mlagate import execute, findings, report, results, scanner
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -61,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
     p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites (performance suites always run serially)")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
+
+    p = sub.add_parser("report", help="render results (folders, .tgz archives or merged.json) as HTML, JUnit XML, Markdown and merged JSON")
+    p.add_argument("sources", nargs="+", type=Path, help="a run's output folder (or its results/), a folder of such, a .tgz of such, or a merged.json")
+    p.add_argument("--out", type=Path, default=Path("reports/html"), help="output directory (default: reports/html)")
+    p.add_argument("--history", type=Path, default=None, help="history directory: add this commit to it and rebuild its index")
+    p.add_argument("--commit", default=None, help="commit id (default: $GITHUB_SHA, else the checkout's HEAD, else 'unknown')")
+    p.add_argument("--rerender", action="store_true", help="with --history: re-render every commit page from its merged.json")
     return ap
 
 
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError) as exc:
+    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -107,7 +114,22 @@ def _scan(args) -> int:
     return report.exit_code
 
 
+def _report(args) -> int:
+    if args.rerender and args.history is None:
+        raise report.ReportError("--rerender: needs --history")
+    outcome = report.build(args.sources, args.out, args.history, args.commit, args.rerender)
+    c = outcome.merged["counts"]
+    print(f"report: {outcome.out / 'index.html'} ({len(outcome.merged['results'])} results: {c['pass']} passed, {c['fail']} failed, "
+          f"{c['invalid']} invalid, {c['argued']} argued-not-measured; {len(outcome.plots)} plots)")
+    print(f"junit: {outcome.out / 'junit.xml'}  summary: {outcome.out / 'summary.md'}  merged: {outcome.out / 'merged.json'}")
+    if outcome.history is not None:
+        print(f"history: {outcome.history / 'index.html'}")
+    return 0
+
+
 def _dispatch(args) -> int:
+    if args.command == "report":
+        return _report(args)
     if args.command == "scan":
         return _scan(args)
     if args.command == "arms":

@@ -117,3 +117,63 @@ def detectable_difference(aa_changes: Sequence[float], level: float = 0.95) -> f
         raise ValueError("no A/A runs")
     xs = sorted(abs(x) for x in aa_changes)
     return xs[min(len(xs) - 1, int(level * len(xs)))]
+
+
+def detect_steps(xs: Sequence[float], window: int = 5, min_before: int = 3, min_after: int = 3, k: float = 4.0, min_relative: float = 0.1) -> list[dict]:
+    """Where a series (one key figure over successive commits) stepped to a new level.
+
+    Rule: index i (between commit i-1 and commit i) qualifies when the median of the up to
+    `window` points from i on differs from the median of the up to `window` points before i
+    by more than k x the noise and by more than `min_relative` of the earlier level
+    (|earlier median|, or the later one when the earlier is 0). The noise is 1.4826 x the
+    median absolute deviation of both windows, each about its own median (a robust standard
+    deviation). At least `min_before` points before i and `min_after` from i on are needed.
+    A run of adjacent qualifying indices is one step, placed at the split within `window`
+    of the run where the means of the two windows differ most; the next step is searched
+    for at least `window` points later.
+
+    Returns [{"index", "before", "after", "change"}] (medians of the two windows at the
+    placed split), change = (after - before) / |before| (None when before is 0).
+    Caveats: a step is flagged only once most of `min_after` points sit at the new level
+    (two of three by default: the newest commit alone never flags); a single-commit spike is
+    never a step (the medians ignore it), nor a slow drift of under min_relative per window;
+    two steps closer than `window` points blur into one; with perfectly flat windows
+    (noise 0) only min_relative decides.
+    """
+    xs = list(xs)
+    n = len(xs)
+
+    def windows(i: int) -> tuple[list[float], list[float]]:
+        return xs[max(0, i - window):i], xs[i:i + window]
+
+    qualifying = []
+    for i in range(min_before, n - min_after + 1):
+        before, after = windows(i)
+        mb, ma = median(before), median(after)
+        deviations = [abs(x - mb) for x in before] + [abs(x - ma) for x in after]
+        noise = 1.4826 * median(deviations)
+        shift = ma - mb
+        level = abs(mb) if mb != 0 else abs(ma)
+        if abs(shift) > k * noise and abs(shift) > min_relative * level:
+            qualifying.append(i)
+
+    def separation(j: int) -> float:
+        before, after = windows(j)
+        return abs(sum(after) / len(after) - sum(before) / len(before))
+
+    steps: list[dict] = []
+    runs: list[list[int]] = []
+    for i in qualifying:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for run in runs:
+        span = range(max(1, run[0] - window + 1), min(n - 1, run[-1] + window - 1) + 1)
+        j = max(span, key=lambda j: (separation(j), -j))
+        if steps and j - steps[-1]["index"] < window:
+            continue
+        before, after = windows(j)
+        mb, ma = median(before), median(after)
+        steps.append({"index": j, "before": mb, "after": ma, "change": (ma - mb) / abs(mb) if mb != 0 else None})
+    return steps

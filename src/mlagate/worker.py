@@ -359,10 +359,18 @@ def _get(model, dotted: str):
     return model
 
 
+HIST_EDGES = [2.0**k for k in range(-4, 21)]  # ULP edges of the error histogram: 1/16 .. 2^20
+
+
 def _err_stats(mx, err) -> dict:
+    """max, p99 and mean of the elementwise errors, and their histogram: counts[0] below
+    edges[0], counts[i] in [edges[i-1], edges[i]), counts[-1] at or above edges[-1]."""
     flat = mx.sort(err.reshape(-1))
     n = flat.size
-    return {"max": flat[-1].item(), "p99": flat[min(n - 1, int(0.99 * n))].item(), "mean": mx.mean(flat).item()}
+    below = [int(mx.sum(flat < e).item()) for e in HIST_EDGES] + [n]
+    counts = [below[0]] + [below[i] - below[i - 1] for i in range(1, len(below))]
+    return {"max": flat[-1].item(), "p99": flat[min(n - 1, int(0.99 * n))].item(), "mean": mx.mean(flat).item(),
+            "hist": {"edges": HIST_EDGES, "counts": counts}}
 
 
 def blas_in_use() -> str:

@@ -1,0 +1,183 @@
+"""History: one folder per commit (merged.json + its commit page) and an index over them with
+the trend of each module's key figures and a flag where a figure stepped.
+
+    HISTORY/index.html            the index (rebuilt on every add)
+    HISTORY/<commit>/merged.json  the commit's merged results (the source of truth)
+    HISTORY/<commit>/figures.json its key figures, derived from merged.json (a cache,
+                                  recomputed when missing, older or of another version)
+    HISTORY/<commit>/index.html   its commit page, plots, junit.xml, summary.md
+
+Steps are found by mlagate.stats.detect_steps (its docstring states the rule).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from html import escape
+from pathlib import Path
+
+from mlagate import plots, report, stats
+
+FIGURES_SCHEMA = "mlagate.figures/1"
+
+# figure id -> (label, unit); what a commit contributes per (module, figure, arm, geometry, backend)
+FIGURES = {
+    "problems": ("failing + invalid cases", "cases"),
+    "marginal_ms": ("L=2 marginal cost at the longest cache", "ms"),
+    "crossover_slowdown": ("absorbed slowdown at the formula's width", "%"),
+    "equivalence_p99": ("worst p99 absorbed-vs-materialised delta", "ULP"),
+    "l1_change": ("worst |L=1 change| vs baseline", "%"),
+    "spec_speedup": ("speculative / plain tok/s at the longest context (self draft if any)", "x"),
+}
+
+
+def _geo(r: dict) -> str:
+    return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+
+
+def key_figures(rows: list[dict]) -> dict[str, float]:
+    """Key figures of one commit, keyed "module|figure|arm|geometry|backend" (arm etc. empty for per-module counts)."""
+    out: dict[str, float] = {}
+    problems: dict[str, int] = {}
+    for r in rows:
+        problems.setdefault(r["module"], 0)
+        if r["verdict"] in ("fail", "invalid"):
+            problems[r["module"]] += 1
+        m = r.get("metrics") or {}
+        key = lambda fig: f"{r['module']}|{fig}|{r['arm']}|{_geo(r)}|{r.get('backend', '')}"  # noqa: E731,B023
+        if r["verdict"] == "argued":
+            continue
+        try:
+            if r["suite"] == "marginal_cost" and isinstance(m.get("marginal"), dict):
+                per_t = m["marginal"]["L=2"]["per_T"]
+                longest = max(per_t, key=float)
+                out[key("marginal_ms")] = per_t[longest]["marginal_s"] * 1e3
+            elif r["suite"] == "crossover" and isinstance(m.get("crossover"), dict) and "absorbed_slowdown_at_formula" in m["crossover"]:
+                out[key("crossover_slowdown")] = m["crossover"]["absorbed_slowdown_at_formula"] * 100
+            elif r["suite"] == "equivalence" and isinstance(m.get("errors_ulps"), dict) and m["errors_ulps"]:
+                out[key("equivalence_p99")] = max(row["delta"]["p99"] for row in m["errors_ulps"].values())
+            elif r["suite"] == "l1_parity" and isinstance(m.get("l1"), dict) and m["l1"]:
+                out[key("l1_change")] = max(abs(v["change"]) for v in m["l1"].values()) * 100
+            tr = [x for x in report.throughput_rows(m) if x["plain_tok_s"] and x["spec_tok_s"] is not None]
+            drafts = {x["draft"] for x in tr}
+            tr = [x for x in tr if x["draft"] == ("self" if "self" in drafts else min(drafts, default=""))]
+            if tr:
+                out[key("spec_speedup")] = tr[-1]["spec_tok_s"] / tr[-1]["plain_tok_s"]
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue  # a result of another shape: no figure from it
+    for module, n in problems.items():
+        out[f"{module}|problems|||"] = float(n)
+    return out
+
+
+def _figures(folder: Path) -> dict | None:
+    """The commit's figures, from figures.json when it is current, else from merged.json."""
+    merged_path, fig_path = folder / "merged.json", folder / "figures.json"
+    if not merged_path.exists():
+        return None
+    if fig_path.exists() and fig_path.stat().st_mtime >= merged_path.stat().st_mtime:
+        try:
+            data = json.loads(fig_path.read_text(encoding="utf-8"))
+            if data.get("schema") == FIGURES_SCHEMA and data.get("figures_version") == sorted(FIGURES):
+                return data
+        except (OSError, json.JSONDecodeError):
+            pass
+    merged = report.load_merged(merged_path)
+    data = {"schema": FIGURES_SCHEMA, "figures_version": sorted(FIGURES), "commit": merged["commit"], "commit_time": merged.get("commit_time"),
+            "counts": merged["counts"], "figures": key_figures(merged["results"])}
+    tmp = fig_path.with_name(f".figures.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, fig_path)
+    return data
+
+
+def add(history: Path, merged: dict, rerender: bool = False) -> Path:
+    """Add (or replace) a commit in the history, optionally re-render every commit page, rebuild the index."""
+    history.mkdir(parents=True, exist_ok=True)
+    report.write_commit(merged, history / merged["commit"], "../index.html")
+    if rerender:
+        for folder in sorted(p for p in history.iterdir() if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()):
+            report.write_commit(report.load_merged(folder / "merged.json"), folder, "../index.html")
+    return render_index(history)
+
+
+def render_index(history: Path) -> Path:
+    commits = [f for f in (_figures(p) for p in sorted(Path(history).iterdir()) if p.is_dir()) if f]
+    commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
+    html = index_page(commits)
+    out = Path(history) / "index.html"
+    tmp = out.with_name(f".index.{os.getpid()}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def trends(commits: list[dict]) -> list[dict]:
+    """Per series: values over commits (None where a commit has no value) and detected steps (commit indices)."""
+    keys = sorted({k for c in commits for k in c["figures"]})
+    out = []
+    for k in keys:
+        values = [c["figures"].get(k) for c in commits]
+        present = [(i, v) for i, v in enumerate(values) if v is not None]
+        steps = []
+        for s in stats.detect_steps([v for _, v in present]):
+            s = dict(s)
+            s["index"] = present[s["index"]][0]
+            steps.append(s)
+        module, fig, arm, geo, backend = k.split("|")
+        out.append({"key": k, "module": module, "figure": fig, "arm": arm, "geometry": geo, "backend": backend, "values": values, "steps": steps})
+    return out
+
+
+def _e(v) -> str:
+    return escape("" if v is None else str(v), quote=True)
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3g} {unit}" if unit != "cases" else f"{v:.0f}"
+
+
+def index_page(commits: list[dict]) -> str:
+    series = trends(commits)
+    steps_at: dict[int, list[str]] = {}
+    for s in series:
+        for st in s["steps"]:
+            steps_at.setdefault(st["index"], []).append(f"{s['module']} {FIGURES.get(s['figure'], (s['figure'],))[0]} {s['arm']} {s['geometry']}".strip())
+    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
+           f'<link rel="icon" href="data:,"><title>mlagate history</title><style>{report.CSS}td.step{{color:#d0312d;font-weight:bold}}#commits td:nth-child(-n+3){{white-space:nowrap}}</style></head><body>',
+           f"<h1>mlagate history · {len(commits)} commits</h1>",
+           f'<p class="meta">rendered {time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())} from each commit\'s merged.json. '
+           "A step (red) is flagged where the median of up to 5 commits from there on differs from the median of the 5 before by more than "
+           "4 robust standard deviations (1.4826 x MAD of both windows) and by more than 10 % of the earlier level; it needs 3 commits before and "
+           "most of 3 commits after (so the newest commit alone never flags), and a one-commit spike is never a step.</p>",
+           '<h2>Key figures per module</h2>']
+    by_module: dict[str, list[dict]] = {}
+    for s in series:
+        by_module.setdefault(s["module"], []).append(s)
+    for module in sorted(by_module):
+        out.append(f'<h3>{_e(module)}</h3><table class="trend"><thead><tr><th>figure</th><th>arm</th><th>geometry</th><th>backend</th><th>trend (oldest → newest)</th><th>first</th><th>latest</th><th>steps</th></tr></thead><tbody>')
+        for s in sorted(by_module[module], key=lambda s: (list(FIGURES).index(s["figure"]) if s["figure"] in FIGURES else 99, s["arm"], s["geometry"], s["backend"])):
+            label, unit = FIGURES.get(s["figure"], (s["figure"], ""))
+            present = [v for v in s["values"] if v is not None]
+            spark = plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{module} {label} {s['arm']}")
+            step_txt = "; ".join(
+                f'<a href="{_e(commits[st["index"]]["commit"])}/index.html">{_e(commits[st["index"]]["commit"][:8])}</a> '
+                f'{_e(_fmt(st["before"], unit))} → {_e(_fmt(st["after"], unit))}' for st in s["steps"])
+            out.append(f'<tr><td>{_e(label)} ({_e(unit)})</td><td>{_e(s["arm"])}</td><td>{_e(s["geometry"])}</td><td>{_e(s["backend"])}</td><td>{spark}</td>'
+                       f'<td>{_e(_fmt(present[0] if present else None, unit))}</td><td>{_e(_fmt(present[-1] if present else None, unit))}</td>'
+                       f'<td class="{"step" if s["steps"] else ""}">{step_txt}</td></tr>')
+        out.append("</tbody></table>")
+    out.append('<h2>Commits</h2><table id="commits"><thead><tr><th>#</th><th>commit</th><th>commit time</th><th>pass</th><th>fail</th><th>invalid</th><th>argued</th><th>steps at this commit</th></tr></thead><tbody>')
+    for i, c in enumerate(reversed(commits)):
+        idx = len(commits) - 1 - i
+        n = c["counts"]
+        flagged = steps_at.get(idx, [])
+        out.append(f'<tr><td>{idx + 1}</td><td><a href="{_e(c["commit"])}/index.html"><code>{_e(c["commit"][:12])}</code></a></td><td>{_e(c.get("commit_time"))}</td>'
+                   f'<td>{n.get("pass", 0)}</td><td>{n.get("fail", 0)}</td><td>{n.get("invalid", 0)}</td><td>{n.get("argued", 0)}</td>'
+                   f'<td class="{"step" if flagged else ""}">{_e("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
+    out.append("</tbody></table></body></html>")
+    return "".join(out)

@@ -1,0 +1,60 @@
+"""JUnit XML from results, for CI test views.
+
+Mapping: one <testcase> per case, classname "<suite>.<module>", name "<arm>/<geometry or
+checkpoint>/<dtype>/<backend>"; pass: no child; fail: <failure>; invalid: <error> (the case
+measured something other than its claim or could not measure: neither a pass nor a
+failure of the code under test); argued: <skipped message="argued-not-measured: ...">.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+# characters XML 1.0 cannot hold, even escaped
+_BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(s) -> str:
+    return _BAD_XML.sub("?", "" if s is None else str(s))
+
+
+def testcase_name(r: dict) -> tuple[str, str]:
+    geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+    return f"{r['suite']}.{r['module']}", f"{r['arm']}/{geo}/{r.get('dtype', '')}/{r.get('backend', '')}"
+
+
+def render(rows: list[dict]) -> str:
+    root = ET.Element("testsuites", name="mlagate")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    by_suite: dict[str, list[dict]] = {}
+    for r in rows:
+        by_suite.setdefault(r["suite"], []).append(r)
+    time_total = 0.0
+    for suite in sorted(by_suite):
+        rs = sorted(by_suite[suite], key=lambda r: r["case_id"])
+        counts = {"tests": len(rs), "failures": sum(r["verdict"] == "fail" for r in rs), "errors": sum(r["verdict"] == "invalid" for r in rs),
+                  "skipped": sum(r["verdict"] == "argued" for r in rs)}
+        t = sum(float(r.get("duration_s") or 0) for r in rs)
+        time_total += t
+        ts = ET.SubElement(root, "testsuite", name=_clean(suite), time=f"{t:.3f}", **{k: str(v) for k, v in counts.items()})
+        for k in totals:
+            totals[k] += counts[k]
+        for r in rs:
+            classname, name = testcase_name(r)
+            tc = ET.SubElement(ts, "testcase", classname=_clean(classname), name=_clean(name), time=f"{float(r.get('duration_s') or 0):.3f}")
+            reason = _clean(r.get("reason", ""))
+            detail = _clean(f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\nreplay: {r.get('replay', '')}")
+            if r["verdict"] == "fail":
+                ET.SubElement(tc, "failure", message=reason, type="fail").text = detail
+            elif r["verdict"] == "invalid":
+                ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
+            elif r["verdict"] == "argued":
+                ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
+            if r.get("stderr"):
+                ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
+    for k, v in totals.items():
+        root.set(k, str(v))
+    root.set("time", f"{time_total:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

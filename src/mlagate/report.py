@@ -1,0 +1,569 @@
+"""Reports: merge result JSON from disk into one versioned document and render it.
+
+Everything is rendered only from result JSON (mlagate.result/1) or a merged document
+(mlagate.merged/1), so any old commit can be re-rendered. Outputs of `build`:
+
+    OUT/index.html     the commit page (self-contained: inline CSS and SVG, no scripts)
+    OUT/plots/*.svg    every chart of the page as a standalone file
+    OUT/merged.json    the merged results (schema mlagate.merged/1)
+    OUT/junit.xml      one testcase per case
+    OUT/summary.md     a Markdown job summary (for $GITHUB_STEP_SUMMARY)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from mlagate import junit, plots, results, summary
+from mlagate.plots import Marker, Series
+
+MERGED_SCHEMA = "mlagate.merged/1"
+SUITE_ORDER = ("probes", "threshold", "dispatch", "l1_unchanged", "equivalence", "pools", "marginal_cost", "crossover", "l1_parity", "speculative")
+VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
+EVIDENCE_MARK = {"synthetic": "S", "checkpoint": "C", "argued": "A"}
+VERDICT_COLOUR = {"pass": "#2e9d4a", "fail": "#d0312d", "invalid": "#e8a317", "argued": "#9aa0a6"}
+# per-arm fingerprint keys: everything else is the environment of the run
+ARM_KEYS = ("arm", "arm_dir", "arm_version", "arm_key")
+
+
+class ReportError(ValueError):
+    """Bad report input; one line naming the file or argument."""
+
+
+# --- loading and merging ------------------------------------------------------------------
+
+
+def _check(data, where: str) -> dict:
+    if not isinstance(data, dict) or data.get("schema") != results.SCHEMA:
+        raise ReportError(f"{where}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {results.SCHEMA}")
+    if data.get("verdict") not in results.VERDICTS:
+        raise ReportError(f"{where}: verdict {data.get('verdict')!r} is not one of {', '.join(results.VERDICTS)}")
+    for key in ("case_id", "suite", "module", "arm"):
+        if not isinstance(data.get(key), str):
+            raise ReportError(f"{where}: key {key!r} is missing or not a string")
+    return data
+
+
+def load_source(path: Path) -> list[dict]:
+    """Results from a run's output folder (OUT or OUT/results), a folder holding results/
+    folders at any depth, a .tgz/.tar.gz of such folders, or a merged.json."""
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = sorted(path.glob("*.json"))
+        files = [f for f in files if f.name != "merged.json"] or sorted(path.glob("**/results/*.json"))
+        if not files and (path / "merged.json").exists():
+            return load_source(path / "merged.json")
+        if not files:
+            raise ReportError(f"{path}: holds no result JSON (looked for *.json and **/results/*.json)")
+        rows = []
+        for f in files:
+            try:
+                rows.append(_check(json.loads(f.read_text(encoding="utf-8")), str(f)))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ReportError(f"{f}: not a readable result ({exc})") from None
+        return rows
+    if path.name.endswith((".tgz", ".tar.gz")):
+        rows = []
+        try:
+            with tarfile.open(path, "r:gz") as tar:
+                for m in sorted(tar.getmembers(), key=lambda m: m.name):
+                    parts = m.name.split("/")
+                    if m.isfile() and m.name.endswith(".json") and len(parts) >= 2 and parts[-2] == "results":
+                        rows.append(_check(json.loads(tar.extractfile(m).read().decode("utf-8")), f"{path}:{m.name}"))
+        except (OSError, tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ReportError(f"{path}: not a readable results archive ({exc})") from None
+        if not rows:
+            raise ReportError(f"{path}: the archive holds no results/*.json")
+        return rows
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA:
+        return [_check(r, f"{path}: result {i}") for i, r in enumerate(data.get("results", []))]
+    return [_check(data, str(path))]
+
+
+def load_merged(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != MERGED_SCHEMA:
+        raise ReportError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {MERGED_SCHEMA}")
+    for i, r in enumerate(data.get("results", [])):
+        _check(r, f"{path}: result {i}")
+    return data
+
+
+def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None) -> dict:
+    """One document from several sources. The same case_id in two sources: the result that
+    started last is kept, the others are listed under `superseded` (case id, source, started)."""
+    chosen: dict[str, tuple[dict, str]] = {}
+    superseded = []
+    for name, rows in sources:
+        for r in rows:
+            old = chosen.get(r["case_id"])
+            if old is None or (r.get("started") or "") >= (old[0].get("started") or ""):
+                if old is not None:
+                    superseded.append({"case_id": r["case_id"], "source": old[1], "started": old[0].get("started")})
+                chosen[r["case_id"]] = (r, name)
+            else:
+                superseded.append({"case_id": r["case_id"], "source": name, "started": r.get("started")})
+    rows = sorted((r for r, _ in chosen.values()), key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]))
+    counts = {v: 0 for v in results.VERDICTS}
+    for r in rows:
+        counts[r["verdict"]] += 1
+    started = [r["started"] for r in rows if r.get("started")]
+    return {
+        "schema": MERGED_SCHEMA,
+        "commit": commit,
+        "commit_time": commit_time or (max(started) if started else None),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": [{"name": name, "results": len(rows_)} for name, rows_ in sources],
+        "counts": counts,
+        "superseded": superseded,
+        "results": rows,
+    }
+
+
+def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
+    """(commit id, commit time) of the checkout at cwd, or (None, None) outside git."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%H %cI"], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None, None
+    sha, when = out.stdout.split()
+    return sha, when
+
+
+# --- figures from results -------------------------------------------------------------------
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _geo(r: dict) -> str:
+    return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+
+
+@dataclass
+class Plot:
+    kind: str  # marginal, crossover, equivalence, throughput
+    slug: str
+    title: str
+    svg: str
+    caption: str = ""
+
+
+def _short(case_id: str) -> str:
+    return hashlib.sha1(case_id.encode()).hexdigest()[:8]
+
+
+def _slug(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("_")[:120]
+
+
+def marginal_plots(rows: list[dict]) -> list[Plot]:
+    """marginal_cost: L = 2 marginal vs cache length per arm, with each arm's decode step (L = 1) dashed."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["suite"] == "marginal_cost" and isinstance(r.get("metrics", {}).get("marginal"), dict):
+            groups.setdefault((r["module"], _geo(r), r.get("backend", ""), r.get("dtype", "")), []).append(r)
+    out = []
+    for (module, geo, backend, dtype), rs in sorted(groups.items()):
+        series = []
+        for i, r in enumerate(sorted(rs, key=lambda r: r["arm"])):
+            colour = plots.PALETTE[i % len(plots.PALETTE)]
+            per_t = (r["metrics"]["marginal"].get("L=2") or {}).get("per_T") or {}
+            pts, errs = [], []
+            for T, v in sorted(per_t.items(), key=lambda kv: float(kv[0])):
+                m = _num((v or {}).get("marginal_s"))
+                if m is None:
+                    continue
+                pts.append((float(T), m * 1e3))
+                ci = v.get("ci_s") or [m, m]
+                errs.append((ci[0] * 1e3, ci[1] * 1e3))
+            series.append(Series(f"{r['arm']} ({r['verdict']})", pts, colour, errors=errs))
+            l1 = r["metrics"].get("l1_median_s") or {}
+            l1_pts = [(float(T), v * 1e3) for T, v in l1.items() if _num(v) is not None]
+            if l1_pts:
+                series.append(Series(f"{r['arm']} decode step", l1_pts, colour, dashed=True))
+        title = f"marginal cost: {module} · {geo} · {backend} {dtype}"
+        svg = plots.line_chart(title, series, "cache length T (tokens)", "time(L=2) - time(L=1), ms", x_log=True, y_log=True, x_base=2,
+                               note="bars: 95% bootstrap interval")
+        out.append(Plot("marginal", _slug("marginal", module, geo, backend, dtype), title, svg))
+    return out
+
+
+def crossover_plots(rows: list[dict]) -> list[Plot]:
+    """crossover: forced absorbed vs forced materialised step time over widths, the formula's width marked."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["module"], _geo(r), r.get("backend", ""), r["arm"])):
+        m = r.get("metrics") or {}
+        if r["suite"] != "crossover" or not isinstance(m.get("sweep"), dict):
+            continue
+        sweep = sorted(((float(L), v) for L, v in m["sweep"].items()), key=lambda kv: kv[0])
+        a = [(L, v["absorbed_s"] * 1e3) for L, v in sweep if _num(v.get("absorbed_s")) is not None]
+        mat = [(L, v["materialised_s"] * 1e3) for L, v in sweep if _num(v.get("materialised_s")) is not None]
+        c = m.get("crossover") or {}
+        markers = []
+        if _num(c.get("formula_widest_absorbed")) is not None:
+            markers.append(Marker(c["formula_widest_absorbed"], f"formula L={c['formula_widest_absorbed']}", "#444"))
+        emp = _num(c.get("empirical_first_width_materialised_wins"))
+        if emp is not None and emp != c.get("formula_widest_absorbed"):
+            markers.append(Marker(emp, f"measured {int(emp)}", "#d62728"))
+        title = f"crossover: {r['module']} · {_geo(r)} · {r['arm']} · {r.get('backend', '')} (T={c.get('cache', '?')})"
+        svg = plots.line_chart(title, [Series("forced absorbed", a, plots.PALETTE[0]), Series("forced materialised", mat, plots.PALETTE[1])],
+                               "queries per step L", "step time, ms", x_log=True, y_log=True, x_base=2, markers=markers)
+        out.append(Plot("crossover", _slug("crossover", r["module"], _geo(r), r["arm"], r.get("backend", ""), _short(r["case_id"])), title, svg,
+                        f"verdict {r['verdict']}: {r.get('reason', '')}"))
+    return out
+
+
+def equivalence_plots(rows: list[dict]) -> list[Plot]:
+    """equivalence, per backend and dtype. Rows whose stats carry the worker's elementwise
+    histogram ("hist") give the distribution of every output element's error, summed over
+    rows; rows without it (older results) give the distribution over rows (case x quantisation
+    x L) of each path's p99 error. Both in ULPs of the dtype at the output's magnitude."""
+    p99s: dict[tuple, dict[str, list[float]]] = {}
+    hists: dict[tuple, dict[str, list[int]]] = {}
+    edges: dict[tuple, list[float]] = {}
+    n_rows: dict[tuple, int] = {}
+    for r in rows:
+        table = (r.get("metrics") or {}).get("errors_ulps")
+        if r["suite"] != "equivalence" or not isinstance(table, dict):
+            continue
+        for row_name, row in table.items():
+            key = (r.get("backend", ""), row_name.split("/")[0])
+            for path in ("absorbed", "materialised"):
+                st = row.get(path) or {}
+                h = st.get("hist")
+                if isinstance(h, dict) and isinstance(h.get("counts"), list) and isinstance(h.get("edges"), list):
+                    if edges.setdefault(key, h["edges"]) == h["edges"]:
+                        acc = hists.setdefault(key, {}).setdefault(path, [0] * len(h["counts"]))
+                        for i, c in enumerate(h["counts"][:len(acc)]):
+                            acc[i] += int(c)
+                elif _num(st.get("p99")) is not None:
+                    p99s.setdefault(key, {"absorbed p99": [], "materialised p99": []})[f"{path} p99"].append(st["p99"])
+            n_rows[key] = n_rows.get(key, 0) + 1
+    out = []
+    for key in sorted(set(p99s) | set(hists)):
+        backend, dtype = key
+        if key in hists:
+            title = f"equivalence error per element: {backend} {dtype} ({n_rows[key]} rows)"
+            svg = plots.binned_histogram(title, edges[key], hists[key], "|path - float64 reference|, ULPs (power-of-two bins)")
+            out.append(Plot("equivalence", _slug("equivalence-elements", backend, dtype), title, svg, "every output element of every measured row (case x quantisation x L)"))
+        if key in p99s:
+            title = f"equivalence error, p99 per row: {backend} {dtype} ({len(p99s[key]['absorbed p99'])} rows)"
+            svg = plots.histogram(title, p99s[key], "p99 error vs float64 reference, ULPs (power-of-two bins)")
+            out.append(Plot("equivalence", _slug("equivalence", backend, dtype), title, svg, "one count per measured row (case x quantisation x L) without an elementwise histogram"))
+    return out
+
+
+def throughput_rows(metrics: dict) -> list[dict]:
+    """Decode throughput rows of a result: metrics["rows"] (the speculative suite) or
+    metrics["throughput"], each a list of {context, plain_tok_s, spec_tok_s[, draft]}
+    (metrics["throughput"] may also be a dict keyed by context). Rows without both
+    throughputs' keys are left out; draft defaults to "spec"."""
+    out = []
+    for name in ("rows", "throughput"):
+        t = (metrics or {}).get(name)
+        if isinstance(t, dict):
+            t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
+        if not isinstance(t, list):
+            continue
+        for row in t:
+            if not isinstance(row, dict) or "plain_tok_s" not in row or "spec_tok_s" not in row:
+                continue
+            try:
+                out.append({"context": float(row["context"]), "plain_tok_s": _num(row.get("plain_tok_s")), "spec_tok_s": _num(row.get("spec_tok_s")),
+                            "draft": str(row.get("draft") or "spec")})
+            except (KeyError, TypeError, ValueError):
+                continue
+    return sorted(out, key=lambda r: (r["context"], r["draft"]))
+
+
+def throughput_plots(rows: list[dict]) -> list[Plot]:
+    """Plain vs speculative decode throughput against context (one line per draft), from any
+    result with throughput rows."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["module"], _geo(r), r["arm"])):
+        tr = throughput_rows(r.get("metrics") or {})
+        if not tr:
+            continue
+        plain = sorted({x["context"]: x["plain_tok_s"] for x in tr if x["plain_tok_s"] is not None}.items())
+        series = [Series("plain decode", plain, plots.PALETTE[0])]
+        for i, draft in enumerate(sorted({x["draft"] for x in tr})):
+            pts = [(x["context"], x["spec_tok_s"]) for x in tr if x["draft"] == draft and x["spec_tok_s"] is not None]
+            series.append(Series(f"speculative ({draft})" if draft != "spec" else "speculative decode", pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
+        title = f"decode throughput: {r['module']} · {_geo(r)} · {r['arm']} · {r.get('backend', '')}"
+        svg = plots.line_chart(title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2)
+        out.append(Plot("throughput", _slug("throughput", r["module"], _geo(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
+    if not out:
+        out.append(Plot("throughput", "throughput-no-data", "decode throughput: plain vs speculative",
+                        plots.no_data("decode throughput: plain vs speculative", "no data: no result in this report holds throughput rows")))
+    return out
+
+
+PLOT_SECTIONS = (
+    ("marginal", "Marginal verify cost vs cache length", marginal_plots,
+     "The cost of the second query of a verify step, time(L=2) - time(L=1), per arm, against the cache length (both axes log). "
+     "A module that absorbs pays about one decode step (dashed) at every length; one that materialises grows with the cache."),
+    ("crossover", "Crossover sweeps", crossover_plots,
+     "Forced absorbed vs forced materialised step time over widths on one warm cache; the dashed grey line is the formula's widest absorbed width, red the first swept width where materialising measured faster."),
+    ("equivalence", "Equivalence errors in ULPs", equivalence_plots,
+     "How far each forced path is from a float64 reference of the same weights, in ULPs of the dtype at the output's magnitude: "
+     "the error of every output element where the results carry the worker's histogram, else the distribution of the per-row p99 error."),
+    ("throughput", "Plain vs speculative decode", throughput_plots,
+     "Tokens per second of plain and speculative decoding against the context length (results holding throughput rows: the speculative suite)."),
+)
+
+
+def all_plots(rows: list[dict]) -> list[Plot]:
+    return [p for _, _, fn, _ in PLOT_SECTIONS for p in fn(rows)]
+
+
+# --- the commit page -------------------------------------------------------------------------
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1500px;padding:0 18px 40px;color:#222;background:#fff}
+h1{font-size:22px;margin:18px 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px} .meta{color:#555;font-size:13px} code{background:#f3f3f3;padding:1px 4px;border-radius:3px;font-size:12px;overflow-wrap:anywhere}
+table{border-collapse:collapse;font-size:12px} th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f5f5f5}
+.counts span{display:inline-block;margin-right:10px;padding:3px 8px;border-radius:4px;color:#fff;font-weight:bold;font-size:13px}
+.v-pass{background:#2e9d4a}.v-fail{background:#d0312d}.v-invalid{background:#e8a317}.v-argued{background:#9aa0a6}
+.chip{display:inline-block;min-width:16px;height:16px;line-height:16px;margin:1px;padding:0 2px;border-radius:3px;color:#fff;font-size:10px;font-weight:bold;text-align:center;text-decoration:none}
+.chip.v-invalid{background:repeating-linear-gradient(45deg,#e8a317,#e8a317 4px,#c98a0a 4px,#c98a0a 8px)}
+.chip.v-argued{border:1px dashed #555;color:#222;background:#e4e6e8}
+td.cell{min-width:40px} td.empty{background:#fafafa}
+.plots{display:flex;flex-wrap:wrap;gap:10px} figure.plot{margin:0;border:1px solid #e2e2e2;padding:4px;background:#fff} figcaption{font-size:11px;color:#555;max-width:540px}
+tr.problem.fail td{background:#fdf3f3} tr.problem.invalid td{background:#fdf9ef} tr:target td{outline:2px solid #1f77b4}
+nav{font-size:13px;margin:6px 0} nav a{margin-right:12px}
+pre{white-space:pre-wrap;font-size:11px;background:#f7f7f7;padding:6px;max-height:240px;overflow:auto}
+.legend .chip{vertical-align:middle} .legend{font-size:12px;margin:6px 0}
+"""
+
+
+def _e(v) -> str:
+    return escape("" if v is None else str(v), quote=True)
+
+
+def case_anchor(case_id: str) -> str:
+    return "case-" + re.sub(r"[^A-Za-z0-9_-]", "_", case_id)
+
+
+def _suites(rows: list[dict]) -> list[str]:
+    present = {r["suite"] for r in rows}
+    return [s for s in SUITE_ORDER if s in present] + sorted(present - set(SUITE_ORDER))
+
+
+def verdict_matrix(rows: list[dict]) -> str:
+    """One table per backend and runner. Rows: module x arm; columns: suites; one chip per
+    case (colour: verdict, letter: evidence), linking to the case's details."""
+    suites = _suites(rows)
+    by_env: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_env.setdefault((str(r.get("backend", "")), str(r.get("runner", ""))), []).append(r)
+    out = ['<div id="verdict-matrix">']
+    for (backend, runner), env_rows in sorted(by_env.items()):
+        devices = sorted({str((r.get("fingerprint") or {}).get("device")) for r in env_rows if (r.get("fingerprint") or {}).get("device")})
+        out.append(f'<h3>backend {_e(backend)} · runner {_e(runner)}{" · " + _e(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
+        cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
+        for r in env_rows:
+            cells.setdefault((r["module"], r["arm"]), {}).setdefault(r["suite"], []).append(r)
+        out.append('<table class="matrix"><thead><tr><th>module</th><th>arm</th>' + "".join(f"<th>{_e(s)}</th>" for s in suites) + "</tr></thead><tbody>")
+        for (module, arm), by_suite in sorted(cells.items()):
+            out.append(f"<tr><th>{_e(module)}</th><td>{_e(arm)}</td>")
+            for s in suites:
+                rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], _geo(r), r.get("dtype", "")))
+                if not rs:
+                    out.append('<td class="cell empty"></td>')
+                    continue
+                chips = []
+                for r in rs:
+                    mark = EVIDENCE_MARK.get(r.get("evidence"), "?")
+                    tip = f"{r['verdict']} · {r.get('evidence')} · {_geo(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
+                    chips.append(f'<a class="chip v-{_e(r["verdict"])}" href="#{_e(case_anchor(r["case_id"]))}" title="{_e(tip[:300])}" data-verdict="{_e(r["verdict"])}">{mark}</a>')
+                out.append(f'<td class="cell">{"".join(chips)}</td>')
+            out.append("</tr>")
+        out.append("</tbody></table>")
+    out.append("</div>")
+    return "".join(out)
+
+
+LEGEND = (
+    '<div class="legend">verdict: <span class="chip v-pass">S</span> pass · <span class="chip v-fail">S</span> fail · '
+    '<span class="chip v-invalid">S</span> invalid (measured something other than the claim, or could not measure; never a pass or a fail) · '
+    '<span class="chip v-argued">A</span> argued-not-measured. Letter: evidence, S synthetic (real geometry, random weights), '
+    "C checkpoint (real weights), A argued (formula only, nothing run). One chip per case (geometry x dtype x backend); hover for details.</div>"
+)
+
+
+def environments(rows: list[dict]) -> str:
+    envs: dict[str, dict] = {}
+    arms: dict[tuple, dict] = {}
+    for r in rows:
+        fp = r.get("fingerprint") or {}
+        if not fp:
+            continue
+        env = {k: v for k, v in fp.items() if k not in ARM_KEYS}
+        envs.setdefault(json.dumps(env, sort_keys=True), env)
+        arms.setdefault((fp.get("arm", r["arm"]), fp.get("arm_version"), fp.get("arm_key"), fp.get("backend")), {})
+    out = []
+    keys = sorted({k for e in envs.values() for k in e})
+    if envs:
+        out.append('<table id="fingerprint"><thead><tr><th>key</th>' + "".join(f"<th>environment {i + 1}</th>" for i in range(len(envs))) + "</tr></thead><tbody>")
+        for k in keys:
+            vals = []
+            for e in envs.values():
+                v = e.get(k)
+                vals.append(f"<td>{_e(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)}</td>")
+            out.append(f"<tr><th>{_e(k)}</th>{''.join(vals)}</tr>")
+        out.append("</tbody></table>")
+    else:
+        out.append("<p>No result holds a fingerprint (argued rows run nothing).</p>")
+    if arms:
+        out.append("<h3>Arms</h3><table><thead><tr><th>arm</th><th>version</th><th>cache key</th><th>backend</th></tr></thead><tbody>")
+        for (arm, ver, key, backend) in sorted(arms, key=lambda t: tuple(str(x) for x in t)):
+            out.append(f"<tr><td>{_e(arm)}</td><td>{_e(ver)}</td><td><code>{_e(key)}</code></td><td>{_e(backend)}</td></tr>")
+        out.append("</tbody></table>")
+    return "".join(out)
+
+
+def problems(rows: list[dict]) -> str:
+    bad = sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=lambda r: (VERDICT_ORDER[r["verdict"]], r["suite"], r["module"], r["arm"], r["case_id"]))
+    if not bad:
+        return '<p id="problems">No failing or invalid case.</p>'
+    out = ['<table id="problems"><thead><tr><th>verdict</th><th>suite</th><th>module</th><th>arm</th><th>geometry</th><th>dtype · backend</th><th>reason</th><th>replay</th></tr></thead><tbody>']
+    for r in bad:
+        stderr = f"<details><summary>worker output</summary><pre>{_e(r['stderr'][-4000:])}</pre></details>" if r.get("stderr") else ""
+        out.append(f'<tr class="problem {_e(r["verdict"])}" id="{_e(case_anchor(r["case_id"]))}"><td><span class="chip v-{_e(r["verdict"])}">{_e(r["verdict"])}</span></td>'
+                   f'<td>{_e(r["suite"])}</td><td>{_e(r["module"])}</td><td>{_e(r["arm"])}</td><td>{_e(_geo(r))}</td><td>{_e(r.get("dtype"))} · {_e(r.get("backend"))}</td>'
+                   f'<td class="reason">{_e(r.get("reason", ""))}{stderr}</td><td><code class="replay">{_e(r.get("replay", ""))}</code></td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def case_table(rows: list[dict]) -> str:
+    out = ['<table id="cases"><thead><tr><th>verdict</th><th>evidence</th><th>suite</th><th>module</th><th>arm</th><th>geometry</th><th>dtype</th><th>backend</th><th>s</th><th>reason</th></tr></thead><tbody>']
+    listed = {r["case_id"] for r in rows if r["verdict"] in ("fail", "invalid")}
+    for r in sorted(rows, key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"])):
+        anchor = "" if r["case_id"] in listed else f' id="{_e(case_anchor(r["case_id"]))}"'
+        out.append(f'<tr{anchor}><td><span class="chip v-{_e(r["verdict"])}">{_e(r["verdict"][0].upper())}</span></td><td>{_e(r.get("evidence"))}</td><td>{_e(r["suite"])}</td>'
+                   f'<td>{_e(r["module"])}</td><td>{_e(r["arm"])}</td><td>{_e(_geo(r))}</td><td>{_e(r.get("dtype"))}</td><td>{_e(r.get("backend"))}</td>'
+                   f'<td>{_e(r.get("duration_s"))}</td><td>{_e(r.get("reason", ""))}</td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | None = None) -> str:
+    """The commit page as one HTML string, from a merged document only."""
+    rows = merged["results"]
+    plot_list = all_plots(rows) if plot_list is None else plot_list
+    c = merged["counts"]
+    head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
+            f'<link rel="icon" href="data:,"><title>mlagate report {_e(merged["commit"][:12])}</title><style>{CSS}</style></head><body>')
+    out = [head, f'<h1>mlagate report · commit <code id="commit">{_e(merged["commit"])}</code></h1>']
+    srcs = ", ".join(f"{s['name']} ({s['results']})" for s in merged.get("sources", []))
+    out.append(f'<p class="meta">commit time {_e(merged.get("commit_time"))} · rendered {_e(merged.get("created"))} from {len(rows)} results: {_e(srcs)}'
+               + (f' · <a href="{_e(history_link)}">history</a>' if history_link else "")
+               + (f' · {len(merged.get("superseded", []))} superseded by later runs of the same case' if merged.get("superseded") else "") + "</p>")
+    out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{c.get(v, 0)} {"argued-not-measured" if v == "argued" else v}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
+    out.append('<nav><a href="#s-matrix">verdict matrix</a><a href="#s-problems">failing and invalid</a><a href="#s-plots">plots</a>'
+               '<a href="#s-env">environment</a><a href="#s-cases">all cases</a></nav>')
+    out.append('<h2 id="s-matrix">Verdict matrix</h2>')
+    out.append(LEGEND)
+    out.append(verdict_matrix(rows))
+    out.append(f'<h2 id="s-problems">Failing and invalid cases ({c.get("fail", 0) + c.get("invalid", 0)})</h2>')
+    out.append(problems(rows))
+    out.append('<h2 id="s-plots">Plots</h2>')
+    for kind, heading, _, blurb in PLOT_SECTIONS:
+        ps = [p for p in plot_list if p.kind == kind]
+        out.append(f'<h3>{_e(heading)}</h3><p class="meta">{_e(blurb)}</p><div class="plots" id="plots-{kind}">')
+        if not ps:
+            ps = [Plot(kind, f"{kind}-no-data", heading, plots.no_data(heading, f"no data: no {kind} results in this report"))]
+        for p in ps:
+            out.append(f'<figure class="plot" data-plot="{_e(p.kind)}" id="plot-{_e(p.slug)}">{p.svg}'
+                       + (f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
+        out.append("</div>")
+    out.append('<h2 id="s-env">Environment</h2>')
+    out.append(environments(rows))
+    out.append('<h2 id="s-cases">All cases</h2>')
+    out.append(case_table(rows))
+    out.append('<p class="meta">Rendered by mlagate from result JSON only (merged.json beside this page). Machine-readable: '
+               '<a href="merged.json">merged.json</a> · <a href="junit.xml">junit.xml</a> · <a href="summary.md">summary.md</a></p>')
+    out.append("</body></html>")
+    return "".join(out)
+
+
+# --- orchestration ----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    out: Path
+    merged: dict
+    plots: list[Plot] = field(default_factory=list)
+    history: Path | None = None
+
+
+def write_commit(merged: dict, out: Path, history_link: str | None = None) -> list[Plot]:
+    """Write the commit page, its plots, merged.json, junit.xml and summary.md into out."""
+    out.mkdir(parents=True, exist_ok=True)
+    plot_list = all_plots(merged["results"])
+    (out / "plots").mkdir(exist_ok=True)
+    for p in plot_list:
+        (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")
+    _atomic(out / "merged.json", json.dumps(merged, indent=1))
+    _atomic(out / "junit.xml", junit.render(merged["results"]))
+    _atomic(out / "summary.md", summary.render(merged))
+    _atomic(out / "index.html", page(merged, plot_list, history_link))
+    return plot_list
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False) -> Outcome:
+    """Load, merge and render; with history, add this commit to it and rebuild the index."""
+    from mlagate import history as history_mod
+
+    if not sources:
+        raise ReportError("report: give one or more result folders, archives or merged.json files")
+    loaded = [(str(p), load_source(p)) for p in sources]
+    sha, when = git_commit()
+    earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
+    if not commit and len(sources) == 1 and earlier.name == "merged.json" and earlier.exists():
+        old = load_merged(earlier)  # re-rendering one earlier report: keep its commit
+        commit, sha, when = old["commit"], old["commit"], old.get("commit_time")
+    commit = commit or os.environ.get("GITHUB_SHA") or sha or "unknown"
+    if commit != sha:
+        when = None
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
+        raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
+    merged = merge(loaded, commit, when)
+    link = None
+    if history is not None:
+        link = os.path.relpath(Path(history) / "index.html", Path(out))
+    plot_list = write_commit(merged, Path(out), link)
+    if history is not None:
+        history_mod.add(Path(history), merged, rerender=rerender)
+    return Outcome(Path(out), merged, plot_list, history)

@@ -1,0 +1,42 @@
+"""A Markdown job summary of a merged report (for $GITHUB_STEP_SUMMARY).
+
+Every string that came from a result is HTML-escaped (GitHub renders inline HTML in
+summaries) and table pipes are escaped, so a module name cannot inject markup.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+VERDICTS = ("pass", "fail", "invalid", "argued")
+
+
+def _md(s, limit: int = 300) -> str:
+    s = "" if s is None else str(s)
+    s = " ".join(s.split())[:limit]
+    return escape(s, quote=False).replace("|", "\\|").replace("`", "'")
+
+
+def render(merged: dict, max_problems: int = 50) -> str:
+    rows = merged["results"]
+    c = merged["counts"]
+    out = [f"## mlagate: commit `{_md(merged['commit'])}`", "",
+           f"**{c.get('pass', 0)} passed, {c.get('fail', 0)} failed, {c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured** "
+           f"({len(rows)} cases)", "", "| suite | pass | fail | invalid | argued |", "|---|---:|---:|---:|---:|"]
+    by_suite: dict[str, dict[str, int]] = {}
+    for r in rows:
+        by_suite.setdefault(r["suite"], {v: 0 for v in VERDICTS})[r["verdict"]] += 1
+    for s in sorted(by_suite):
+        n = by_suite[s]
+        out.append(f"| {_md(s)} | {n['pass']} | {n['fail']} | {n['invalid']} | {n['argued']} |")
+    bad = [r for r in rows if r["verdict"] in ("fail", "invalid")]
+    bad.sort(key=lambda r: (r["verdict"] != "fail", r["suite"], r["module"], r["arm"]))
+    if bad:
+        out += ["", "### Failing and invalid cases", "", "| verdict | suite | module | arm | geometry · dtype · backend | reason | replay |", "|---|---|---|---|---|---|---|"]
+        for r in bad[:max_problems]:
+            geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+            where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
+            out.append(f"| {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | {_md(r.get('reason'))} | <code>{_md(r.get('replay'))}</code> |")
+        if len(bad) > max_problems:
+            out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
+    return "\n".join(out) + "\n"
