@@ -39,6 +39,9 @@ def judge(cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool =
     """Problems of one comparison: positions, selections and cache lengths exact; logits and
     state arrays within their ULP budgets; argmax (when asked) wherever the margin is clear."""
     problems = []
+    err = cmp["errors"]["tested"]
+    if err:
+        problems.append(f"the runtime raised at step {err['step']} (S={err['S']}, {err['length']} tokens cached before it): {err['error']} at {err['at']}")
     pos = cmp["positions"]
     if pos["only_tested"] or pos["only_reference"]:
         problems.append(f"positions differ: only tested {pos['only_tested']}, only reference {pos['only_reference']}")
@@ -61,6 +64,15 @@ def judge(cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool =
     return problems
 
 
+def reference_error(reply: dict) -> str | None:
+    """A reference script that raised: the setup is wrong, the case is invalid."""
+    for name, cmp in reply["pairs"].items():
+        err = cmp["errors"]["reference"]
+        if err:
+            return f"reference script {name.split('|')[1]} raised at step {err['step']}: {err['error']} at {err['at']}"
+    return None
+
+
 def private_notes(cmp: dict) -> list[str]:
     return [f"{label}: {p}" for label, mk in cmp["marks"].items() for p in mk["private"]]
 
@@ -68,12 +80,15 @@ def private_notes(cmp: dict) -> list[str]:
 def summary(cmp: dict) -> dict:
     """The small part of a comparison kept in the result as evidence."""
     lg = cmp.get("logits") or {}
-    states = {w: round(u, 2) for mk in cmp["marks"].values() for w, u in mk["max_ulps"].items()}
+    states = {w: round(u, 2) for mk in cmp["marks"].values() for w, u in mk["max_ulps"].items() if "private:" not in w}
+    private = {w: round(u, 2) for mk in cmp["marks"].values() for w, u in mk["max_ulps"].items() if "private:" in w}
     return {
         "positions": cmp["positions"]["reference"],
         "logits_max_ulps": round(lg.get("max_ulps", 0.0), 2),
         "topk_compared": cmp["topk"]["compared"], "topk_dense": cmp["topk"]["dense"], "topk_mismatches": cmp["topk"]["mismatch_count"],
         "state_max_ulps": max(states.values(), default=0.0),
+        **({"private_pool_max_ulps": max(private.values())} if private else {}),
+        "error": (cmp["errors"]["tested"] or {}).get("error"),
         "argmax_disagreements": len(cmp["argmax_disagreements"]),
     }
 

@@ -134,6 +134,7 @@ class ScriptRun:
         self.marks: dict[str, list[dict]] = {}
         self.log: list[dict] = []
         self.length = 0
+        self.error: dict | None = None  # the step at which the runtime raised, if it did
 
     def drop_from(self, position: int) -> None:
         self.logits = {p: v for p, v in self.logits.items() if p < position}
@@ -155,8 +156,12 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
         keep = step.get("keep")
         txn = api.start_speculative_cache(cache, S) if (keep is not None and name == "transaction") else None
         selections.calls.clear()
-        out = worker._forward(entry["model"], tokens, cache)
-        mx.eval(out)
+        try:
+            out = worker._forward(entry["model"], tokens, cache)
+            mx.eval(out)
+        except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
+            run.error = {"step": i, "length": run.length, "S": S, "error": f"{type(exc).__name__}: {exc}".splitlines()[0], "at": _runtime_frame(exc)}
+            break
         start = run.length
         rows = out[0].astype(mx.float32)
         mx.eval(rows)
@@ -182,6 +187,17 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             run.marks[step["mark"]] = snapshot(mx, cache)
     run.rollback = name
     return run
+
+
+def _runtime_frame(exc: BaseException) -> str:
+    """file:line of the innermost frame outside mlagate (where the runtime raised)."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if "/mlagate/" not in f:
+            where = f"{f.rsplit('/site/', 1)[-1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
@@ -227,7 +243,7 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
     """Tested against reference: positions, logits (ULPs), argmax where the margin is clear,
     selections (exact), and every mark's cache offsets (exact) and state arrays (ULPs)."""
     bits = BITS[dtype]
-    out: dict = {"positions": {"tested": len(tested.logits), "reference": len(ref.logits)}}
+    out: dict = {"positions": {"tested": len(tested.logits), "reference": len(ref.logits)}, "errors": {"tested": tested.error, "reference": ref.error}}
     only_t = sorted(set(tested.logits) - set(ref.logits))
     only_r = sorted(set(ref.logits) - set(tested.logits))
     out["positions"].update({"only_tested": only_t[:8], "only_reference": only_r[:8]})
