@@ -99,8 +99,9 @@ def snapshot(mx, caches) -> list[dict]:
     for c in leaves(caches):
         arrays: list = []
         _flat(getattr(c, "state", None), "state", arrays)
-        entry = {"type": type(c).__name__, "offset": _int(getattr(c, "offset", None)), "arrays": [], "private": []}
-        entry["arrays"] = [(name, mx.array(a)) for name, a in arrays]
+        offset = _int(getattr(c, "offset", None))
+        entry = {"type": type(c).__name__, "offset": offset, "arrays": [], "private": []}
+        entry["arrays"] = [(name, mx.array(_live(a, offset))) for name, a in arrays]
         pool = c.__dict__.get(PRIVATE_POOL)
         if isinstance(pool, tuple):
             parts: list = []
@@ -110,6 +111,14 @@ def snapshot(mx, caches) -> list[dict]:
         mx.eval([a for _, a in entry["arrays"] + entry["private"]])
         snap.append(entry)
     return snap
+
+
+def _live(a, offset):
+    """The live part of a (B, H, T, D) state array: a cache that preallocates (mlx-lm's KVCache
+    returns its whole buffer as state) holds stale rows past its offset, which mean nothing."""
+    if isinstance(offset, int) and not isinstance(offset, bool) and a.ndim == 4 and a.shape[2] > offset:
+        return a[..., :offset, :]
+    return a
 
 
 def _int(value):
