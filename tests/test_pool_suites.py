@@ -43,7 +43,7 @@ def test_pool_equivalence_catches_a_wide_step_that_repools_from_a_wrong_offset(r
     assert bad["verdict"] == "fail"
     rows = bad["metrics"]["cases"]
     assert all(v["state_max_ulps"] == 0 for k, v in rows.items() if k.startswith("T=16,")), "aligned caches pool from the right offset"
-    assert any(v["state_max_ulps"] > 16 for k, v in rows.items() if k.startswith("T=18,"))
+    assert any(v["state_max_ulps"] > 64 for k, v in rows.items() if k.startswith("T=18,"))
     rep = bad["metrics"]["reproducers"][0]
     assert rep["T"] == 18 and not rep["aligned"] and rep["module"] == "fake/wrongoffset" and rep["seed"] == 1
     assert verdicts[("pool_equivalence", "fake/stalepool")]["verdict"] == "pass", "no trim happens in a wide step"
@@ -55,7 +55,7 @@ def test_trim_after_rejection_catches_a_stale_pool_only_where_a_window_is_uncomp
     assert bad["verdict"] == "fail" and "(crosses a window)" in bad["reason"]
     rows = bad["metrics"]["cases"].values()
     assert all(r["topk_mismatches"] == 0 and r["state_max_ulps"] == 0 for r in rows if not r["crosses_window"])
-    assert all(r["state_max_ulps"] > 16 for r in rows if r["crosses_window"])
+    assert all(r["state_max_ulps"] > 64 for r in rows if r["crosses_window"])
     assert all(r["crosses_window"] for r in bad["metrics"]["reproducers"])
 
 
