@@ -201,6 +201,11 @@ class CaseRun:
         ix = self.geometry.indexer
         return None if ix is None else min(ix.topk, self.profile.index_topk)
 
+    def beyond_topk(self, offset: int) -> int:
+        """A cache length `offset` tokens past the indexer's top-k (the profile's cap where the
+        module has no indexer), so every query of a sparse module really selects."""
+        return (self.index_topk or self.profile.index_topk) + offset
+
     def config(self, arm: str | None = None, layers: int | None = None) -> dict:
         """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v, rope untouched).
 

@@ -64,6 +64,17 @@ def judge(cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool =
     return problems
 
 
+def first_position(cmp: dict) -> int | None:
+    """The first absolute position where the tested script went wrong (raised, selected, or drifted)."""
+    err = cmp["errors"]["tested"]
+    if err:
+        return err["length"]
+    if cmp["topk"]["mismatches"]:
+        return cmp["topk"]["mismatches"][0]["position"]
+    lg = cmp.get("logits")
+    return lg["worst_position"] if lg else None
+
+
 def reference_error(reply: dict) -> str | None:
     """A reference script that raised: the setup is wrong, the case is invalid."""
     for name, cmp in reply["pairs"].items():

@@ -273,7 +273,7 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
         out["logits"] = {"unit": unit, "max_ulps": max(err), "worst_position": common[err.index(max(err))], "per_position": per_pos}
     out["argmax_disagreements"] = argmax
     mism, same, dense = [], 0, 0
-    for key in sorted(set(tested.topk) & set(ref.topk)):
+    for key in sorted(set(tested.topk) & set(ref.topk), key=lambda k: (k[1], k[0])):
         a, b = tested.topk[key], ref.topk[key]
         if a == b:
             same += 1

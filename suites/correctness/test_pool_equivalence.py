@@ -1,7 +1,7 @@
 """pool_equivalence: on a sparse-indexer module, from the same primed cache, a wide step of S
 new tokens must equal the same S tokens fed one at a time (S from gates.widths), on cache
-lengths aligned and misaligned to the pool width (gates.cache_lengths; the indexer's kpool,
-1 where it does not pool).
+lengths aligned and misaligned to the pool width (gates.beyond_topk: tokens past the
+indexer's top-k; the pool width is the indexer's kpool, 1 where it does not pool).
 
 Exact: the top-k the indexer returns for every new position (as a set: argpartition leaves
 the order free), every cache's public offset, and the shapes and integer contents of every
@@ -9,8 +9,8 @@ cache's public `state` (so the pool window count and remainder). Within gates.st
 the float state (pooled keys, index keys, latents), because the two orders of summation may
 differ. Within gates.logits_ulps: the logits of the new positions.
 
-The cache lengths must exceed the profile's index_topk so that every query really selects;
-a case where every selection fell back to dense is invalid, not passed.
+The cache lengths exceed the indexer's top-k so that every query really selects; a case
+where every selection fell back to dense is invalid, not passed.
 """
 
 import random
@@ -23,10 +23,10 @@ def test_pool_equivalence(mla):
     g = mla.gates
     key, _ = mla.build()
     kpool, topk = mla.kpool, mla.index_topk
-    lengths = list(g["cache_lengths"])
+    lengths = [mla.beyond_topk(o) for o in g["beyond_topk"]]
     mla.metric("indexer", {"kpool": kpool, "index_topk": topk, "aligned": [T for T in lengths if T % kpool == 0], "misaligned": [T for T in lengths if T % kpool]})
-    if topk is not None and min(lengths) <= topk:
-        raise Invalid(f"gates.cache_lengths must exceed index_topk {topk} so every query selects")
+    if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
+        raise Invalid(f"cache lengths {lengths} must include both aligned and misaligned ones for kpool {kpool}")
     vocab = mla.profile.vocab_size
     problems, table, private = [], {}, []
     selected = 0

@@ -41,7 +41,7 @@ def transaction(rng: random.Random, vocab: int, widths: list[int], rounds: int) 
 def test_speculative_transaction(mla):
     g = mla.gates
     key, info = mla.build(layers=g["layers"])
-    T, vocab = g["cache_length"], mla.profile.vocab_size
+    T, vocab = mla.beyond_topk(g["beyond_topk"]), mla.profile.vocab_size
     problems, table, rounds = [], {}, {}
     for seed in g["seeds"]:
         rng = random.Random(seed)
@@ -63,7 +63,7 @@ def test_speculative_transaction(mla):
         table[f"seed={seed}"] = scripts.summary(cmp)
         found = scripts.judge(cmp, g["logits_ulps"], g["logits_ulps"], margin_check=True)
         if found:
-            mla.reproducer(seed=seed, T=T, rounds=log)
+            mla.reproducer(seed=seed, T=T, first_position=scripts.first_position(cmp), rounds=log)
             problems.append(f"seed={seed}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
     mla.metric("cases", table)
     mla.metric("rounds", rounds)

@@ -2,7 +2,8 @@
 reject the last k (k = 1..S-1) through the runtime's own API (its speculative cache
 transaction where it has one, else `trim_prompt_cache`, else each cache's `trim`), then
 continue with new tokens (gates.continue: the correction token first, which never equals the
-rejected draft). The result must equal a run that never saw the rejected tokens: the same
+rejected draft; a wider step is a verify accepted whole). Caches are gates.beyond_topk tokens
+past the indexer's top-k. The result must equal a run that never saw the rejected tokens: the same
 prompt, the S - k accepted tokens as one step, the same continuation.
 
 Exact: the top-k every indexer returns at every position still in the cache, every cache's
@@ -24,12 +25,10 @@ def test_trim_after_rejection(mla):
     g = mla.gates
     key, _ = mla.build()
     kpool, topk = mla.kpool, mla.index_topk
-    if topk is not None and min(g["cache_lengths"]) <= topk:
-        raise Invalid(f"gates.cache_lengths must exceed index_topk {topk} so every query selects")
     vocab = mla.profile.vocab_size
     problems, table, private, crossing = [], {}, [], {True: 0, False: 0}
     selected = 0
-    for T in g["cache_lengths"]:
+    for T in (mla.beyond_topk(o) for o in g["beyond_topk"]):
         rng = random.Random(g["seed"] * 1000 + T)
         runs, pairs, where = {}, [], {}
         for S in g["widths"]:
@@ -37,7 +36,7 @@ def test_trim_after_rejection(mla):
                 drafted = scripts.tokens(rng, vocab, S)
                 fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
                 cont = [fix] + [scripts.tokens(rng, vocab, n) for n in g["continue"][1:]]
-                cont_steps = [{"tokens": toks, "mark": f"continue {i}"} for i, toks in enumerate(cont)]
+                cont_steps = [{"tokens": toks, "mark": f"continue {i}", **({"keep": len(toks)} if len(toks) > 1 else {})} for i, toks in enumerate(cont)]
                 name = f"S={S},k={k}"
                 runs[f"verify/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps]}
                 runs[f"never/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps]}
