@@ -339,7 +339,7 @@ class CaseRun:
         return obs
 
     def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
-        """Run token scripts on a built model (mlagate.speculation) and compare (tested, reference) pairs in the worker."""
+        """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker."""
         arm = arm or self.case.arm
         for sc in scripts.values():
             sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)

@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-from mlagate import probes, speculation
+from mlagate import probes, rollback
 
 PROTOCOL = 1
 STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
@@ -313,10 +313,10 @@ class Worker:
 
     def op_script(self, req: dict) -> dict:
         """Run named token scripts (steps, verify + rollback through the runtime's own API) on one
-        built model and compare pairs of them in the worker (mlagate.speculation)."""
+        built model and compare pairs of them in the worker (mlagate.rollback)."""
         try:
-            return speculation.run_pairs(self, req)
-        except speculation.RollbackRefused as exc:
+            return rollback.run_pairs(self, req)
+        except rollback.RollbackRefused as exc:
             raise RuntimeError(f"rollback refused: {exc}") from exc
 
     # --- environment -----------------------------------------------------------------

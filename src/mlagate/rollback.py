@@ -1,4 +1,4 @@
-"""Speculative scripts, run inside an arm's worker.
+"""Token scripts with rollback, run inside an arm's worker.
 
 A script primes a cache of the runtime's own classes, then feeds steps of tokens; a verify
 step keeps only its first `keep` tokens and rolls the rest back through the runtime's own
