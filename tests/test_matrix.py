@@ -82,3 +82,25 @@ def test_cli_reports_a_malformed_matrix_in_one_line_without_traceback(tmp_path, 
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert re.match(rf"mlagate: error: {re.escape(str(bad))}:\d+: geometries.tiny.kv_lora_rank: expected a positive integer", proc.stderr)
+
+
+def test_sparse_suites_and_deep_configs_are_read():
+    m = matrix.load(SHIPPED)
+    assert m.suites["pool_equivalence"].sparse and m.suites["trim_after_rejection"].sparse
+    assert not m.suites["speculative_transaction"].sparse
+    assert m.modules["mlx-vlm/glm5_next"].deep["layer_types"] == ("deepseek_sparse_attention", "deepseek_sparse_attention")
+    with pytest.raises(TypeError):
+        m.modules["mlx-vlm/glm5_next"].deep["x"] = 1
+
+
+def test_a_deep_config_that_is_not_a_mapping_is_named(tmp_path):
+    text = BASE.replace("    attention: GoodAttention  # attention class", "    attention: GoodAttention  # attention class\n    deep: [1, 2]  # wrong")
+    with pytest.raises(MatrixError, match=r"modules\.fake/good\.deep: expected a mapping of config keys"):
+        _parse(text, tmp_path)
+
+
+def test_a_suite_sparse_flag_must_be_a_boolean(tmp_path):
+    text = BASE.replace("    kind: correctness  # kind", "    kind: correctness  # kind\n    sparse: maybe  # wrong", 1)
+    assert text != BASE
+    with pytest.raises(MatrixError, match=r"suites\.\w+\.sparse: expected bool"):
+        _parse(text, tmp_path)

@@ -68,3 +68,14 @@ def test_checkpoint_rows_are_argued_not_measured(probes_run):
     _, rows = probes_run
     argued = [r for r in rows.values() if r["checkpoint"]]
     assert argued and all(r["verdict"] == "argued" and r["counters"] == [] for r in argued)
+
+
+def test_trim_after_rejection_finds_the_stale_pool_of_glm5_next_in_0_6_17_only(tmp_path, run_cli, real_cache):
+    proc = run_cli("run", "--suite", "trim_after_rejection", "--module", "mlx-vlm/glm5_next", "--out", tmp_path, cwd=ROOT, cache=real_cache)
+    rows = {r["arm"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")) if r["evidence"] == "synthetic"}
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    old, new = rows["mlx-vlm-0.6.17"], rows["mlx-vlm-0.7.10"]
+    assert old["verdict"] == "fail" and "ValueError: [argmax] Cannot argmax reduce zero size array" in old["reason"]
+    cases = old["metrics"]["cases"].values()
+    assert all(c["error"] for c in cases if c["crosses_window"]) and not any(c["error"] for c in cases if not c["crosses_window"])
+    assert new["verdict"] == "pass" and new["metrics"]["rollback"] == "transaction"

@@ -167,5 +167,9 @@ def _dispatch(args) -> int:
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):
             print(f"replay {row['case_id']}: {row['replay']}")
+            rep = (row.get("metrics") or {}).get("reproducers")
+            if rep:
+                where = {k: v for k, v in rep[0].items() if k not in ("arm", "module", "replay", "rounds")}
+                print(f"  first failing script ({len(rep)} in all): " + " ".join(f"{k}={v}" for k, v in where.items()))
     print(f"results: {args.out / 'results'}")
     return outcome.exit_code

@@ -100,6 +100,7 @@ class Module:
     sparse: bool = False
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     notes: str = ""
+    deep: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # config keys of a whole model of two or more layers
 
     def attention_for(self, arm: str) -> str:
         return self.overrides.get(arm, {}).get("attention", self.attention)
@@ -124,6 +125,7 @@ class Suite:
     gates: Mapping[str, Any]
     baseline: bool = False  # runs only on arms with a baseline, comparing the two
     modules: tuple[str, ...] | None = None  # only these modules (None: every module)
+    sparse: bool = False  # only modules with a sparse indexer
 
 
 @dataclass(frozen=True)
@@ -394,7 +396,7 @@ def parse(text: str, path: Path) -> Matrix:
         key = f"modules.{mid}"
         m = r.mapping(
             node, key,
-            {"runtime", "import", "attention", "model", "args", "config", "geometries", "geometry_keys", "arms", "sparse", "overrides", "notes"},
+            {"runtime", "import", "attention", "model", "args", "config", "geometries", "geometry_keys", "arms", "sparse", "overrides", "notes", "deep"},
             {"runtime", "import", "attention", "model", "args", "geometries"},
         )
         runtime = r.req(m, "runtime", key, str)
@@ -416,6 +418,11 @@ def parse(text: str, path: Path) -> Matrix:
         if not isinstance(config, Mapping):
             raise r.fail(m["config"], f"{key}.config", "expected a mapping")
         gkeys = r.plain(m["geometry_keys"]) if "geometry_keys" in m else MappingProxyType({})
+        deep = MappingProxyType({})
+        if "deep" in m and m["deep"].value is not None:
+            if not isinstance(m["deep"].value, dict):
+                raise r.fail(m["deep"], f"{key}.deep", "expected a mapping of config keys")
+            deep = r.plain(m["deep"])
         overrides = {}
         if "overrides" in m and m["overrides"].value:
             for arm_id, onode in r.table(m["overrides"], f"{key}.overrides").items():
@@ -434,7 +441,7 @@ def parse(text: str, path: Path) -> Matrix:
         modules[mid] = Module(
             mid, runtime, import_path, r.req(m, "attention", key, str), r.req(m, "model", key, str),
             r.req(m, "args", key, str), config, geos, gkeys, module_arms,
-            bool(r.opt(m, "sparse", key, bool, default=False)), MappingProxyType(overrides), r.opt(m, "notes", key, str, default=""),
+            bool(r.opt(m, "sparse", key, bool, default=False)), MappingProxyType(overrides), r.opt(m, "notes", key, str, default=""), deep,
         )
 
     checkpoints = {}
@@ -457,12 +464,12 @@ def parse(text: str, path: Path) -> Matrix:
     suites = {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
-        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules"}, {"kind"})
+        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse"}, {"kind"})
         gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
         only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
         suites[sid] = Suite(
             sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
-            bool(r.opt(m, "baseline", key, bool, default=False)), only,
+            bool(r.opt(m, "baseline", key, bool, default=False)), only, bool(r.opt(m, "sparse", key, bool, default=False)),
         )
 
     runners = {}

@@ -81,6 +81,8 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
         for module in matrix.modules.values():
             if only is not None and module.id not in only:
                 continue
+            if matrix.suites[suite].sparse and not module.sparse:
+                continue
             if selection.modules and module.id not in selection.modules:
                 continue
             for arm in matrix.arms_for(module):

@@ -201,8 +201,27 @@ class CaseRun:
             "real_heads": g.num_attention_heads, "real_hidden_size": g.hidden_size,
         }
 
-    def config(self, arm: str | None = None) -> dict:
-        """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v, rope untouched)."""
+    @property
+    def kpool(self) -> int:
+        """The sparse indexer's pool width (1 where it does not pool: every cached key is its own window)."""
+        ix = self.geometry.indexer
+        return ix.kpool if ix is not None and ix.kpool else 1
+
+    @property
+    def index_topk(self) -> int | None:
+        ix = self.geometry.indexer
+        return None if ix is None else min(ix.topk, self.profile.index_topk)
+
+    def beyond_topk(self, offset: int) -> int:
+        """A cache length `offset` tokens past the indexer's top-k (the profile's cap where the
+        module has no indexer), so every query of a sparse module really selects."""
+        return (self.index_topk or self.profile.index_topk) + offset
+
+    def config(self, arm: str | None = None, layers: int | None = None) -> dict:
+        """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v, rope untouched).
+
+        layers asks for a whole model of at least that many decoder layers: the layer count
+        key the config carries is raised, then the module's `deep` keys apply."""
         p, g, keys = self.profile, self.geometry, self.module.geometry_keys
         shapes = self.shapes()
         geo = {
@@ -221,16 +240,21 @@ class CaseRun:
             target = keys.get(name, name)
             if target:
                 config[target] = value
+        if layers:
+            for name in ("num_hidden_layers", "num_layers"):
+                if name in config:
+                    config[name] = max(config[name], layers)
+            config.update(thaw(self.module.deep))
         return config
 
     # --- worker -------------------------------------------------------------------------
 
-    def _build_request(self, arm: str, dtype: str, quant: dict | None, forced: bool, seed: int, score_scale: float = 1) -> dict:
+    def _build_request(self, arm: str, dtype: str, quant: dict | None, forced: bool, seed: int, score_scale: float = 1, layers: int | None = None) -> dict:
         g = self.geometry
         return {
-            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}", "score_scale": score_scale,
+            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}" + (f"|layers={layers}" if layers else ""), "score_scale": score_scale,
             "import": self.module.import_path, "model": self.module.model, "args": self.module.args,
-            "attention": self.module.attention_for(arm), "config": self.config(arm), "dtype": dtype, "quant": quant,
+            "attention": self.module.attention_for(arm), "config": self.config(arm, layers), "dtype": dtype, "quant": quant,
             "seed": seed, "forced": forced, "geometry": {"heads": self.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
         }
 
@@ -240,14 +264,15 @@ class CaseRun:
             self.result.fingerprint = dict(w.fingerprint)
         return w
 
-    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1, replica: int = 0) -> tuple[str, dict]:
+    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1, replica: int = 0, layers: int | None = None) -> tuple[str, dict]:
         """Build the module's tiny model in an arm's worker; returns (key, build info).
 
         score_scale multiplies every attention's embed_q weights, which scales the
         attention scores of both paths alike (sharper, less uniform attention).
+        layers: a whole model of at least this many decoder layers (see config).
         """
         arm = arm or self.case.arm
-        req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale)
+        req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale, layers)
         info = self._worker(arm, replica).call("build", self.profile.timeout_s, **req)
         return req["key"], info
 
@@ -333,6 +358,23 @@ class CaseRun:
         record = {k: v for k, v in obs.items() if k != "output"}
         self.result.observations.append(record)
         return obs
+
+    def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
+        """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker."""
+        arm = arm or self.case.arm
+        for sc in scripts.values():
+            sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)
+        reply = self._worker(arm).call(
+            "script", self.profile.timeout_s, key=key, attention=self.module.attention_for(arm), scripts=scripts,
+            pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps,
+        )
+        return reply
+
+    def reproducer(self, **where) -> dict:
+        """The smallest description of a failing script: enough to replay it by hand or with the replay command."""
+        rep = {"arm": self.case.arm, "module": self.case.module, "geometry": self.case.geometry, **where, "replay": self.result.replay}
+        self.result.metrics.setdefault("reproducers", []).append(rep)
+        return rep
 
     def metric(self, name: str, value) -> None:
         self.result.metrics[name] = value

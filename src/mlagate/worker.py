@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-from mlagate import probes
+from mlagate import probes, rollback
 
 PROTOCOL = 1
 STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
@@ -313,6 +313,16 @@ class Worker:
         if req.get("want_output"):
             reply["output"] = encode(out)
         return reply
+
+    # --- speculative scripts (pool equivalence, trim after rejection, transactions) ------
+
+    def op_script(self, req: dict) -> dict:
+        """Run named token scripts (steps, verify + rollback through the runtime's own API) on one
+        built model and compare pairs of them in the worker (mlagate.rollback)."""
+        try:
+            return rollback.run_pairs(self, req)
+        except rollback.RollbackRefused as exc:
+            raise RuntimeError(f"rollback refused: {exc}") from exc
 
     # --- environment -----------------------------------------------------------------
 

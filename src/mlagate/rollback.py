@@ -1,0 +1,338 @@
+"""Token scripts with rollback, run inside an arm's worker.
+
+A script primes a cache of the runtime's own classes, then feeds steps of tokens; a verify
+step keeps only its first `keep` tokens and rolls the rest back through the runtime's own
+API (its speculative cache transaction, else `trim_prompt_cache`, else each cache's `trim`).
+While it runs, the logits of every position still in the cache, the top-k each sparse
+indexer returned for it, and snapshots of every cache's public state (offset and `state`)
+are kept in the worker; two scripts are then compared there, so only small verdict
+evidence crosses the pipe.
+
+The selections are observed at the indexer's own return value (its class is swapped for a
+subclass whose __call__ records the result, per instance, as the path probes do), not read
+from a private field. A private pool field (mlx-vlm 0.6.17's `_pool`) is snapshotted too,
+labelled private, and reported as evidence only.
+
+Imports only the stdlib here; MLX and the runtime arrive through the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+ROLLBACKS = ("transaction", "trim_prompt_cache", "trim")
+PRIVATE_POOL = "_pool"
+
+
+class RollbackRefused(RuntimeError):
+    """The runtime's own API would not roll the cache back (a cache says it cannot be trimmed)."""
+
+
+class Selections:
+    """Records what every sparse indexer of a model returns, in call order."""
+
+    def __init__(self):
+        self.calls: list = []
+        self.indexers = 0
+
+    def attach(self, model, attention_cls: str) -> int:
+        for _, mod in model.named_modules():
+            if type(mod).__name__ == attention_cls and isinstance(mod.get("indexer"), dict):
+                self._wrap(mod["indexer"])
+                self.indexers += 1
+        return self.indexers
+
+    def _wrap(self, indexer) -> None:
+        base = type(indexer)
+        calls = self.calls
+
+        def __call__(self, *args, **kwargs):
+            out = base.__call__(self, *args, **kwargs)
+            calls.append(out[0] if isinstance(out, tuple) else out)
+            return out
+
+        indexer.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+
+
+def rollback_api(package: str) -> tuple[str, object]:
+    """The runtime's own way to drop rejected tokens: (name, module providing it)."""
+    try:
+        txn = importlib.import_module(f"{package}.speculative.cache_state")
+        if hasattr(txn, "start_speculative_cache"):
+            return "transaction", txn
+    except ImportError:
+        pass
+    cache_mod = importlib.import_module(f"{package}.models.cache")
+    if hasattr(cache_mod, "trim_prompt_cache"):
+        return "trim_prompt_cache", cache_mod
+    return "trim", cache_mod
+
+
+def leaves(caches) -> list:
+    """The non-container caches of a model's cache list, in order (CacheList unpacked)."""
+    out = []
+    for c in caches:
+        if c is None:
+            continue
+        inner = getattr(c, "caches", None)
+        if isinstance(inner, (list, tuple)):
+            out.extend(leaves(inner))
+        else:
+            out.append(c)
+    return out
+
+
+def _flat(value, prefix: str, into: list) -> None:
+    if value is None:
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _flat(v, f"{prefix}[{i}]", into)
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):
+        into.append((prefix, value))
+
+
+def snapshot(mx, caches) -> list[dict]:
+    """Every leaf cache's public offset and state arrays (copied), plus a private pool if one exists."""
+    snap = []
+    for c in leaves(caches):
+        arrays: list = []
+        _flat(getattr(c, "state", None), "state", arrays)
+        offset = _int(getattr(c, "offset", None))
+        entry = {"type": type(c).__name__, "offset": offset, "arrays": [], "private": []}
+        entry["arrays"] = [(name, mx.array(_live(a, offset))) for name, a in arrays]
+        pool = c.__dict__.get(PRIVATE_POOL)
+        if isinstance(pool, tuple):
+            parts: list = []
+            _flat(list(pool), f"private:{PRIVATE_POOL}", parts)
+            entry["private"] = [(name, mx.array(a)) for name, a in parts]
+            entry["private_length"] = _int(pool[-1])
+        mx.eval([a for _, a in entry["arrays"] + entry["private"]])
+        snap.append(entry)
+    return snap
+
+
+def _live(a, offset):
+    """The live part of a (B, H, T, D) state array: a cache that preallocates (mlx-lm's KVCache
+    returns its whole buffer as state) holds stale rows past its offset, which mean nothing."""
+    if isinstance(offset, int) and not isinstance(offset, bool) and a.ndim == 4 and a.shape[2] > offset:
+        return a[..., :offset, :]
+    return a
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    try:
+        if value is not None and getattr(value, "size", 0) == 1:
+            return int(value.item())
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+class ScriptRun:
+    """One script's observations: logits and selections by absolute position, snapshots by mark."""
+
+    def __init__(self):
+        self.logits: dict[int, object] = {}
+        self.topk: dict[tuple[int, int], object] = {}  # (indexer call order in a forward, position) -> sorted row or "dense"
+        self.marks: dict[str, list[dict]] = {}
+        self.log: list[dict] = []
+        self.length = 0
+        self.error: dict | None = None  # the step at which the runtime raised, if it did
+
+    def drop_from(self, position: int) -> None:
+        self.logits = {p: v for p, v in self.logits.items() if p < position}
+        self.topk = {k: v for k, v in self.topk.items() if k[1] < position}
+
+
+def run_script(worker, entry: dict, script: dict, selections: Selections) -> ScriptRun:
+    mx = worker.mx
+    name, api = rollback_api(worker.package)
+    prompt = script["prompt"]
+    _, cache = worker._prefilled(entry, prompt["T"], prompt["seed"], 0, prompt.get("chunk", 512))
+    run = ScriptRun()
+    run.length = prompt["T"]
+    if script.get("mark_prompt"):
+        run.marks["prompt"] = snapshot(mx, cache)
+    for i, step in enumerate(script["steps"]):
+        tokens = mx.array([step["tokens"]], dtype=mx.int32)
+        S = tokens.shape[1]
+        keep = step.get("keep")
+        txn = api.start_speculative_cache(cache, S) if (keep is not None and name == "transaction") else None
+        selections.calls.clear()
+        try:
+            out = worker._forward(entry["model"], tokens, cache)
+            mx.eval(out)
+        except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
+            run.error = {"step": i, "length": run.length, "S": S, "error": f"{type(exc).__name__}: {exc}".splitlines()[0], "at": _runtime_frame(exc)}
+            break
+        start = run.length
+        rows = out[0].astype(mx.float32)
+        mx.eval(rows)
+        for j in range(S):
+            run.logits[start + j] = rows[j]
+        for order, sel in enumerate(selections.calls):
+            if sel is None:
+                for j in range(S):
+                    run.topk[(order, start + j)] = "dense"
+                continue
+            rows_sel = mx.sort(sel.reshape(-1, sel.shape[-2], sel.shape[-1])[0], axis=-1).tolist()
+            first = start + S - len(rows_sel)  # an indexer that returns only the last rows covers the last positions
+            for j, row in enumerate(rows_sel):
+                run.topk[(order, first + j)] = row
+        run.length += S
+        record = {"step": i, "S": S, "indexer_calls": len(selections.calls)}
+        if keep is not None:
+            record.update(_reject(mx, name, api, cache, txn, S, keep))
+            run.length -= S - keep
+            run.drop_from(run.length)
+        run.log.append(record)
+        if step.get("mark"):
+            run.marks[step["mark"]] = snapshot(mx, cache)
+    run.rollback = name
+    return run
+
+
+def _runtime_frame(exc: BaseException) -> str:
+    """file:line of the innermost frame outside mlagate (where the runtime raised)."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if "/mlagate/" not in f:
+            where = f"{f.rsplit('/site/', 1)[-1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
+    """Keep the first `keep` of the S tokens just fed, through the runtime's own API."""
+    k = S - keep
+    if name == "transaction":
+        txn.commit([keep])
+        return {"rollback": name, "rejected": k}
+    if k == 0:
+        return {"rollback": name, "rejected": 0}
+    if name == "trim_prompt_cache":
+        if hasattr(api, "can_trim_prompt_cache") and not api.can_trim_prompt_cache(cache):
+            raise RollbackRefused(f"can_trim_prompt_cache says the cache cannot be trimmed ({', '.join(sorted({type(c).__name__ for c in leaves(cache)}))})")
+        trimmed = api.trim_prompt_cache(cache, k)
+        return {"rollback": name, "rejected": k, "trimmed": _int(trimmed) if not isinstance(trimmed, list) else None}
+    refused = [type(c).__name__ for c in cache if hasattr(c, "is_trimmable") and not c.is_trimmable()]
+    if refused:
+        raise RollbackRefused(f"is_trimmable() is False for {', '.join(sorted(set(refused)))}: the runtime cannot drop rejected tokens")
+    trimmed = [c.trim(k) for c in cache]
+    return {"rollback": name, "rejected": k, "trimmed": _int(trimmed[0]) if trimmed else None}
+
+
+# --- comparison ---------------------------------------------------------------------------
+
+
+def _ulp(magnitude: float, bits: int) -> float:
+    return 2.0 ** (math.floor(math.log2(magnitude)) - bits) if magnitude > 0 else 2.0**-149
+
+
+BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
+
+
+def _array_ulps(mx, a, b, bits: int) -> float:
+    """max |a - b| in ULPs of the dtype at max |b| (b is the reference)."""
+    a64, b64 = a.astype(mx.float32), b.astype(mx.float32)
+    magnitude = mx.max(mx.abs(b64)).item() if b64.size else 0.0
+    if not b64.size:
+        return 0.0
+    return mx.max(mx.abs(a64 - b64)).item() / _ulp(magnitude, bits)
+
+
+def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps: float) -> dict:
+    """Tested against reference: positions, logits (ULPs), argmax where the margin is clear,
+    selections (exact), and every mark's cache offsets (exact) and state arrays (ULPs)."""
+    bits = BITS[dtype]
+    out: dict = {"positions": {"tested": len(tested.logits), "reference": len(ref.logits)}, "errors": {"tested": tested.error, "reference": ref.error}}
+    only_t = sorted(set(tested.logits) - set(ref.logits))
+    only_r = sorted(set(ref.logits) - set(tested.logits))
+    out["positions"].update({"only_tested": only_t[:8], "only_reference": only_r[:8]})
+    common = sorted(set(tested.logits) & set(ref.logits))
+    per_pos, argmax = [], []
+    if common:
+        R = mx.stack([ref.logits[p] for p in common])
+        T = mx.stack([tested.logits[p] for p in common])
+        unit = _ulp(mx.max(mx.abs(R)).item(), bits)
+        err = (mx.max(mx.abs(T - R), axis=-1) / unit).tolist()
+        top2 = mx.topk(R, 2, axis=-1)
+        margins = ((mx.max(top2, axis=-1) - mx.min(top2, axis=-1)) / unit).tolist()
+        ra, ta = mx.argmax(R, axis=-1).tolist(), mx.argmax(T, axis=-1).tolist()
+        for p, e, m, a, b in zip(common, err, margins, ra, ta, strict=True):
+            per_pos.append({"position": p, "ulps": e})
+            if a != b and m > margin_ulps:
+                argmax.append({"position": p, "reference": a, "tested": b, "margin_ulps": m})
+        out["logits"] = {"unit": unit, "max_ulps": max(err), "worst_position": common[err.index(max(err))], "per_position": per_pos}
+    out["argmax_disagreements"] = argmax
+    mism, same, dense = [], 0, 0
+    for key in sorted(set(tested.topk) & set(ref.topk), key=lambda k: (k[1], k[0])):
+        a, b = tested.topk[key], ref.topk[key]
+        if a == b:
+            same += 1
+            dense += a == "dense"
+        else:
+            mism.append({"indexer": key[0], "position": key[1], "tested": a, "reference": b})
+    out["topk"] = {"compared": same + len(mism), "equal": same, "dense": dense, "mismatches": mism[:4], "mismatch_count": len(mism)}
+    marks = {}
+    for label in sorted(set(tested.marks) & set(ref.marks)):
+        marks[label] = _compare_snapshots(mx, tested.marks[label], ref.marks[label], bits)
+    out["marks"] = marks
+    return out
+
+
+def _compare_snapshots(mx, tested: list[dict], ref: list[dict], bits: int) -> dict:
+    problems, private, worst = [], [], {}
+    if len(tested) != len(ref):
+        problems.append(f"{len(tested)} leaf caches vs {len(ref)}")
+    for i, (t, r) in enumerate(zip(tested, ref, strict=False)):
+        where = f"cache[{i}] {r['type']}"
+        if t["offset"] != r["offset"]:
+            problems.append(f"{where}: offset {t['offset']} vs {r['offset']} in the run that never saw the rejected tokens")
+        for (name, a), (_, b) in zip(t["arrays"], r["arrays"], strict=False):
+            problems.extend(_compare_array(mx, f"{where} {name}", a, b, bits, worst))
+        if len(t["arrays"]) != len(r["arrays"]):
+            problems.append(f"{where}: {len(t['arrays'])} state arrays vs {len(r['arrays'])}")
+        if t.get("private") or r.get("private"):
+            if t.get("private_length") != r.get("private_length"):
+                private.append(f"{where} private {PRIVATE_POOL} remembers length {t.get('private_length')} vs {r.get('private_length')} (the cache's public offset is {t['offset']})")
+            for (name, a), (_, b) in zip(t.get("private", []), r.get("private", []), strict=False):
+                private.extend(_compare_array(mx, f"{where} {name}", a, b, bits, worst))
+    return {"problems": problems, "private": private, "max_ulps": worst}
+
+
+def _compare_array(mx, where: str, a, b, bits: int, worst: dict) -> list[str]:
+    if tuple(a.shape) != tuple(b.shape):
+        return [f"{where}: shape {tuple(a.shape)} vs {tuple(b.shape)}"]
+    if a.size == 0:
+        return []
+    if mx.issubdtype(b.dtype, mx.floating):
+        worst[where] = _array_ulps(mx, a, b, bits)
+        return []
+    if not mx.array_equal(a, b).item():
+        return [f"{where}: integer/bool state differs"]
+    return []
+
+
+def run_pairs(worker, req: dict) -> dict:
+    """The worker op: run named scripts on one built model, compare the requested pairs."""
+    mx = worker.mx
+    entry = worker.models[req["key"]]
+    sel = entry.get("selections")
+    if sel is None:
+        sel = entry["selections"] = Selections()
+        sel.attach(entry["model"], req["attention"])
+    runs = {name: run_script(worker, entry, script, sel) for name, script in req["scripts"].items()}
+    reply = {"indexers": sel.indexers, "rollback": next(iter(runs.values())).rollback if runs else None, "layers": len(getattr(entry["model"], "layers", []))}
+    reply["logs"] = {name: r.log for name, r in runs.items()}
+    reply["pairs"] = {
+        f"{t}|{r}": compare_runs(mx, runs[t], runs[r], req.get("dtype", "float32"), req.get("margin_ulps", 0.0)) for t, r in req["pairs"]
+    }
+    return reply

@@ -1,0 +1,69 @@
+"""trim_after_rejection: prime a cache of T tokens, run a verify step of S drafted tokens,
+reject the last k (k = 1..S-1) through the runtime's own API (its speculative cache
+transaction where it has one, else `trim_prompt_cache`, else each cache's `trim`), then
+continue with new tokens (gates.continue: the correction token first, which never equals the
+rejected draft; a wider step is a verify accepted whole). Caches are gates.beyond_topk tokens
+past the indexer's top-k. The result must equal a run that never saw the rejected tokens: the same
+prompt, the S - k accepted tokens as one step, the same continuation.
+
+Exact: the top-k every indexer returns at every position still in the cache, every cache's
+public offset, the integer state (pool window count, remainder). Within gates.state_ulps:
+float state (pooled keys, index keys, latents); within gates.logits_ulps: the logits of
+every accepted and continued position.
+
+The grid covers rejections that un-complete a pool window (cross a boundary) and ones that
+stay inside the open window; a case whose grid misses either (with kpool > 1) is invalid.
+"""
+
+import random
+
+from mlagate import scripts
+from mlagate.plugin import Invalid
+
+
+def test_trim_after_rejection(mla):
+    g = mla.gates
+    key, _ = mla.build()
+    kpool, topk = mla.kpool, mla.index_topk
+    vocab = mla.profile.vocab_size
+    problems, table, private, crossing = [], {}, [], {True: 0, False: 0}
+    selected = 0
+    for T in (mla.beyond_topk(o) for o in g["beyond_topk"]):
+        rng = random.Random(g["seed"] * 1000 + T)
+        runs, pairs, where = {}, [], {}
+        for S in g["widths"]:
+            for k in range(1, S):
+                drafted = scripts.tokens(rng, vocab, S)
+                fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
+                cont = [fix] + [scripts.tokens(rng, vocab, n) for n in g["continue"][1:]]
+                cont_steps = [{"tokens": toks, "mark": f"continue {i}", **({"keep": len(toks)} if len(toks) > 1 else {})} for i, toks in enumerate(cont)]
+                name = f"S={S},k={k}"
+                runs[f"verify/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps]}
+                runs[f"never/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps]}
+                pairs.append((f"verify/{name}", f"never/{name}"))
+                crosses = scripts.crosses_window(T, S, k, kpool)
+                where[f"verify/{name}|never/{name}"] = (S, k, crosses)
+        reply = mla.script(key, runs, pairs)
+        if scripts.reference_error(reply):
+            raise Invalid(scripts.reference_error(reply))
+        mla.metric("rollback", reply["rollback"])
+        for pair, cmp in reply["pairs"].items():
+            S, k, crosses = where[pair]
+            crossing[crosses] += 1
+            row = f"T={T},S={S},k={k}"
+            table[row] = {**scripts.summary(cmp), "crosses_window": crosses}
+            selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
+            private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
+            found = scripts.judge(cmp, g["logits_ulps"], g["state_ulps"])
+            if found:
+                mla.reproducer(seed=g["seed"], S=S, k=k, T=T, crosses_window=crosses)
+                problems.append(f"{row}{' (crosses a window)' if crosses else ''}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
+    mla.metric("indexer", {"kpool": kpool, "index_topk": topk})
+    mla.metric("cases", table)
+    mla.metric("rejections", {"crossing_a_window": crossing[True], "inside_the_open_window": crossing[False]})
+    mla.metric("private_pool_notes", private[:8])
+    if kpool > 1 and not (crossing[True] and crossing[False]):
+        raise Invalid(f"the grid has {crossing[True]} window-crossing and {crossing[False]} non-crossing rejections: both kinds are required")
+    if selected == 0:
+        raise Invalid("every selection fell back to dense: nothing about the pools was checked")
+    assert not problems, f"{len(problems)} of {len(table)} rejections differ from a run that never saw them; " + "; ".join(problems[:3])
