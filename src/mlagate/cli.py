@@ -35,6 +35,18 @@ def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
 
 
+def _workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="mlagate", description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -64,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     _selection(p)
     p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
-    p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites (performance suites always run serially)")
+    p.add_argument("-n", "--workers", type=_workers, default=1, help="pytest-xdist workers for correctness suites, or auto (one per CPU); performance suites always run serially")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
     p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")

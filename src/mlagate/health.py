@@ -115,12 +115,12 @@ def parse_low_power(pmset_g: str) -> bool | None:
 
 
 def parse_thermal(pmset_therm: str) -> tuple[bool, str]:
-    """(nominal, detail) from `pmset -g therm`: warning levels above 0 or a CPU speed limit below 100 are not nominal."""
+    """(nominal, detail) from `pmset -g therm`: a recorded warning level above 0 or a CPU speed limit below 100 is not nominal."""
     problems = []
-    for what in ("thermal", "performance"):
-        m = re.search(rf"{what} warning level\D*?(\d+)", pmset_therm, re.IGNORECASE)
-        if m and not re.search(rf"no {what} warning level", pmset_therm, re.IGNORECASE) and int(m.group(1)) > 0:
-            problems.append(f"{what} warning level {m.group(1)}")
+    for line in pmset_therm.splitlines():
+        m = re.search(r"(thermal|performance) warning level\D*(\d+)", line, re.IGNORECASE)
+        if m and not re.search(r"\bno (thermal|performance) warning level", line, re.IGNORECASE) and int(m.group(2)) > 0:
+            problems.append(f"{m.group(1).lower()} warning level {m.group(2)}")
     m = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", pmset_therm)
     if m and int(m.group(1)) < 100:
         problems.append(f"CPU speed limited to {m.group(1)} %")
