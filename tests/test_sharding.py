@@ -190,3 +190,15 @@ def test_the_shipped_gate_plans_the_macos_runner(real_cache, tmp_path):
     assert int(outputs["cases"]) == len(json.loads(listed.stdout))
     costs = [j["cost_s"] for j in correctness]
     assert max(costs) - min(costs) <= max(costs) * 0.2, costs
+
+
+def test_the_gate_plan_refuses_an_unregistered_module_and_bad_options(fake_matrix, fake_cache):
+    text = fake_matrix.read_text()
+    start, end = text.index("  fake/opaque:"), text.index("checkpoints:")
+    fake_matrix.write_text(text[:start] + text[end:])
+    proc = cli("plan", "--matrix", fake_matrix, "--format", "github", "--runner", "linux-cpu", cache=fake_cache)
+    assert proc.returncode == 2 and "fakemla.models.opaque:OpaqueAttention" in proc.stderr and proc.stderr.count("\n") == 1
+    proc = cli("plan", "--matrix", fake_matrix, "--format", "github", cache=fake_cache)
+    assert proc.returncode == 2 and "no runner has gate: true" in proc.stderr
+    proc = cli("plan", "--matrix", fake_matrix, "--shards", "2", cache=fake_cache)
+    assert proc.returncode == 2 and "--shards and --manifest go with --format github" in proc.stderr

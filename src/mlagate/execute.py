@@ -95,6 +95,8 @@ def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | Non
     kinds = {s: matrix.suites[s].kind for s in matrix.suites}
     plan = shard.GatePlan()
     installs = installs_for(matrix, Selection(), cache)
+    for gap in coverage(matrix, installs):
+        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
     for label in runners:
         runner = matrix.runners[label]
         prof = profile or runner.profile or "quick"
