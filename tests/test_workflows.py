@@ -127,3 +127,28 @@ def test_every_script_is_executable_and_strict(script):
     assert os.access(script, os.X_OK), f"{script} is not executable"
     head = script.read_text().splitlines()[:30]
     assert head[0] == "#!/usr/bin/env bash" and any(line.startswith("set -") for line in head), f"{script}: bash shebang and set -e/-u expected"
+
+
+def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
+    ws, cache = tmp_path / "ws", tmp_path / "cache"
+    ws.mkdir()
+    shutil.copytree(ROOT / "tests" / "fixtures" / "fakemla-tree", ws / "fakemla-tree")
+    shutil.copy(ROOT / "tests" / "fixtures" / "fake-matrix.yaml", ws / "matrix.yaml")
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    launcher = ws / ".venv" / "bin" / "mlagate"
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT / "src"}" exec "{sys.executable}" -m mlagate "$@"\n')
+    launcher.chmod(0o755)
+    env = {**os.environ, "MLAGATE_CACHE": str(cache)}
+    listed = subprocess.run([str(launcher), "arms"], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout
+    in_use = listed.split()[4]
+    for name in (in_use, "stale0000000000000000", "fresh0000000000000000"):
+        (cache / "arms" / name).mkdir(parents=True, exist_ok=True)
+    for name in (in_use, "stale0000000000000000"):
+        os.utime(cache / "arms" / name, (0, 0))
+    (ws / "out" / "results").mkdir(parents=True)
+    proc = subprocess.run([str(ROOT / "runners" / "cleanup.sh")], cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cleanup: removed stale arm stale0000000000000000" in proc.stdout
+    left = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir())
+    assert left == sorted([in_use, "fresh0000000000000000"]), left
+    assert not (ws / "out").exists() and not (ws / ".venv").exists()
