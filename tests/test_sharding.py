@@ -123,6 +123,9 @@ def test_merge_refuses_a_duplicate_and_reports_a_missing_shard(fake_matrix, fake
     assert str(first) in proc.stderr and str(copy / "results" / "again.json") in proc.stderr
     assert not (tmp_path / "m").exists(), "a refused merge wrote something"
 
+    proc = cli("merge", dirs[0], dirs[1], "--out", dirs[1])
+    assert proc.returncode == 2 and "is not empty: merge into a new directory" in proc.stderr
+
     proc = cli("merge", dirs[0], "--out", tmp_path / "half")
     assert proc.returncode in (1, 3), proc.stdout + proc.stderr
     assert "missing shard 2/2 of runner linux-cpu" in proc.stdout

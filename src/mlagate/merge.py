@@ -77,6 +77,8 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
     absent are reported as missing shards. The same case (runner and case id) in two
     files is refused before anything is written.
     """
+    if (out / "results").is_dir() and any((out / "results").iterdir()):
+        raise MergeError(f"{out / 'results'} is not empty: merge into a new directory")
     seen: dict[tuple[str, str], Path] = {}
     rows: list[tuple[dict, Path]] = []
     manifests: list[dict] = []
