@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, report, results, scanner
+from mlagate import execute, findings, health, merge, report, results, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -29,9 +29,22 @@ def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     p.add_argument("--module", action="append", default=[], help="only this module (repeatable)")
     p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
-    p.add_argument("--profile", default="quick", help="quick (2-core CPU) or full (GPU / Apple Silicon)")
+    p.add_argument("--kind", choices=("correctness", "performance"), default=None, help="only the suites of this kind")
+    p.add_argument("--profile", default=None, help="quick (2-core CPU) or full (GPU / Apple Silicon); default: the runner's profile in the matrix, else quick")
     p.add_argument("--backend", choices=("cpu", "gpu"), default=None, help="MLX backend (default: gpu on macOS, else cpu)")
     p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
+
+
+def _workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,7 +54,11 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module")
     _common(p)
     _selection(p)
-    p.add_argument("--format", choices=("table", "json", "github"), default="table")
+    p.add_argument("--format", choices=("table", "json", "github"), default="table",
+                   help="github: KEY=VALUE lines for $GITHUB_OUTPUT (the gate's job matrices)")
+    p.add_argument("--shards", type=int, default=1, help="with --format github: correctness shards per runner")
+    p.add_argument("--manifest", type=Path, default=None, help="with --format github: write the plan (every job's case ids) here, for mlagate merge --plan")
+    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
 
     p = sub.add_parser("arms", help="materialise and check the arms")
     _common(p)
@@ -59,8 +76,25 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     _selection(p)
     p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
-    p.add_argument("-n", "--workers", type=int, default=1, help="pytest-xdist workers for correctness suites (performance suites always run serially)")
+    p.add_argument("-n", "--workers", type=_workers, default=1, help="pytest-xdist workers for correctness suites, or auto (one per CPU); performance suites always run serially")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
+    p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
+    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
+
+    p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
+    p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
+    p.add_argument("--out", type=Path, required=True, help="merged output directory (results/, logs/, merge.json)")
+    p.add_argument("--plan", type=Path, default=None, help="the plan written by mlagate plan --manifest: the cases expected")
+
+    p = sub.add_parser("costs", help="derive the shard cost table from results on disk")
+    p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
+    p.add_argument("--out", type=Path, default=None, help="write the table here (default: print it)")
+
+    p = sub.add_parser("health", help="is this machine fit to run the gate? one line per check; exit 1 when one fails")
+    p.add_argument("--performance", action="store_true", help="the stricter checks of a performance runner (idle, cool, on AC power)")
+    p.add_argument("--backend", choices=("cpu", "gpu"), default=None, help="the MLX backend expected (default: gpu on macOS, else cpu)")
+    p.add_argument("--min-free-gb", type=float, default=None, help="free memory required (default: 8, or 16 with --performance)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("report", help="render results (folders, .tgz archives or merged.json) as HTML, JUnit XML, Markdown and merged JSON")
     p.add_argument("sources", nargs="+", type=Path, help="a run's output folder (or its results/), a folder of such, a .tgz of such, or a merged.json")
@@ -75,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError) as exc:
+    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -89,7 +123,44 @@ def _context(args):
     runner = getattr(args, "runner", None) or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend)
     if runner not in matrix.runners:
         raise execute.UsageError(f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})")
+    if getattr(args, "profile", None) is None:
+        args.profile = matrix.runners[runner].profile or "quick"
     return matrix, backend, runner
+
+
+def _suites(matrix, args) -> tuple[str, ...]:
+    """--suite narrowed by --kind."""
+    if not args.kind:
+        return tuple(args.suite)
+    for s in args.suite:
+        if s in matrix.suites and matrix.suites[s].kind != args.kind:
+            raise execute.UsageError(f"--suite {s} is a {matrix.suites[s].kind} suite, not {args.kind}")
+    chosen = tuple(args.suite) or tuple(s for s in matrix.suites if matrix.suites[s].kind == args.kind)
+    if not chosen:
+        raise execute.UsageError(f"--kind: {matrix.path} has no {args.kind} suites")
+    return chosen
+
+
+def _github_plan(args) -> int:
+    """KEY=VALUE lines for $GITHUB_OUTPUT: the job matrices of every gate runner (or of --runner)."""
+    matrix = load(args.matrix or default_path())
+    runner = args.runner or os.environ.get("MLAGATE_RUNNER")
+    if runner is not None and runner not in matrix.runners:
+        raise execute.UsageError(f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})")
+    runners = [runner] if runner else [label for label, r in matrix.runners.items() if r.gate]
+    if not runners:
+        raise execute.UsageError(f"{matrix.path}: no runner has gate: true; give --runner")
+    if args.suite or args.module or args.arm or args.kind:
+        raise execute.UsageError("plan --format github plans the whole matrix: --suite, --module, --arm and --kind do not apply")
+    if args.profile is not None and args.profile not in matrix.profiles:
+        raise execute.UsageError(f"--profile: unknown profile {args.profile!r} (matrix has {', '.join(matrix.profiles)})")
+    gate = execute.gate_plan(matrix, runners, args.shards, args.cache, args.profile, shard.load_costs(args.costs) if args.costs else None)
+    for key, value in gate.outputs().items():
+        print(f"{key}={value}")
+    if args.manifest:
+        args.manifest.parent.mkdir(parents=True, exist_ok=True)
+        args.manifest.write_text(json.dumps(gate.to_json(), indent=1))
+    return 0
 
 
 def _scan(args) -> int:
@@ -132,6 +203,29 @@ def _dispatch(args) -> int:
         return _report(args)
     if args.command == "scan":
         return _scan(args)
+    if args.command == "merge":
+        outcome = merge.merge(args.dirs, args.out, args.plan)
+        print(outcome.text())
+        return outcome.exit_code
+    if args.command == "costs":
+        rows = [r for d in args.dirs for r in results.load_dir(d / "results" if (d / "results").is_dir() else d)]
+        if not rows:
+            raise execute.UsageError(f"costs: no results in {', '.join(map(str, args.dirs))}")
+        table = json.dumps(shard.derive_costs(rows, ", ".join(map(str, args.dirs))), indent=1)
+        if args.out:
+            args.out.write_text(table + "\n")
+            print(f"wrote {args.out} from {len(rows)} results")
+        else:
+            print(table)
+        return 0
+    if args.command == "health":
+        fitness = health.check(health.System(), performance=args.performance, backend=args.backend or default_backend(), min_free_gb=args.min_free_gb)
+        print(fitness.json() if args.format == "json" else fitness.text())
+        return fitness.exit_code
+    if args.command == "plan" and args.format == "github":
+        return _github_plan(args)
+    if args.command == "plan" and (args.shards != 1 or args.manifest):
+        raise execute.UsageError("--shards and --manifest go with --format github")
     if args.command == "arms":
         if args.import_:
             keys = arms_mod.import_cache(args.import_, args.cache)
@@ -146,7 +240,7 @@ def _dispatch(args) -> int:
         return 0
 
     matrix, backend, runner = _context(args)
-    selection = Selection(tuple(args.suite), tuple(args.module), tuple(args.arm))
+    selection = Selection(_suites(matrix, args), tuple(args.module), tuple(args.arm))
     if args.command == "plan":
         outcome = execute.plan(matrix, selection, args.profile, backend, runner, args.cache, aa=getattr(args, "aa", False))
         if args.format == "json":
@@ -162,7 +256,9 @@ def _dispatch(args) -> int:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
-    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa)
+    spec = shard.parse_spec(args.shard) if args.shard else None
+    costs = shard.load_costs(args.costs) if args.costs else None
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):

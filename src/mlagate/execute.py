@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import results
+from mlagate import results, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -88,6 +89,26 @@ def suite_file(matrix: Matrix, suite: str) -> Path:
     return path
 
 
+def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | None = None, profile: str | None = None, costs: shard.Costs | None = None) -> shard.GatePlan:
+    """The PR gate's jobs: per runner, correctness cases in `shards` balanced shards and the performance cases in one job."""
+    costs = costs or shard.load_costs()
+    kinds = {s: matrix.suites[s].kind for s in matrix.suites}
+    plan = shard.GatePlan()
+    installs = installs_for(matrix, Selection(), cache)
+    for gap in coverage(matrix, installs):
+        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
+    for label in runners:
+        runner = matrix.runners[label]
+        prof = profile or runner.profile or "quick"
+        try:
+            cases = expand(matrix, Selection(), prof, runner.mlx_backend, label, installs)
+        except PlanError as exc:
+            raise UsageError(str(exc)) from None
+        plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.mlx_backend, label)
+        plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.mlx_backend, label)
+    return plan
+
+
 @dataclass
 class RunOutcome:
     summary: results.Summary
@@ -102,17 +123,29 @@ class RunOutcome:
 def run(
     matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
     workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None, aa: bool = False,
+    shard_spec: tuple[int, int] | None = None, costs: shard.Costs | None = None,
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
 
     Correctness suites run under xdist with `workers` processes; performance suites always
-    run serially, after them.
+    run serially, after them. With shard_spec (I, N) only the cases of shard I of N run
+    (mlagate.shard.assign); OUT/manifest.json records what this run was asked to run.
     """
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
     if outcome.gaps:
         gap = outcome.gaps[0]
         raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
-    suites = selection.suites or tuple(matrix.suites)
+    cases = outcome.cases
+    case_file = None
+    if shard_spec is not None:
+        kinds = {s: matrix.suites[s].kind for s in matrix.suites}
+        cases = shard.assign(outcome.cases, shard_spec[1], kinds, costs or shard.load_costs())[shard_spec[0] - 1]
+        out.mkdir(parents=True, exist_ok=True)
+        case_file = out / "shard-cases.json"
+        case_file.write_text(json.dumps([c.id for c in cases]))
+    shard.write_manifest(out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner)
+    with_cases = {c.suite for c in cases}
+    suites = [s for s in (selection.suites or tuple(matrix.suites)) if s in with_cases]
     codes = {}
     for kind in ("correctness", "performance"):
         chosen = [s for s in suites if matrix.suites[s].kind == kind]
@@ -123,6 +156,8 @@ def run(
                 "--mlagate-backend", backend, "--mlagate-runner", runner, "--mlagate-out", str(out)]
         if cache:
             args += ["--mlagate-cache", str(cache)]
+        if case_file is not None:
+            args += ["--mlagate-cases", str(case_file)]
         if aa:
             args += ["--mlagate-aa"]
         for m in selection.modules:
@@ -141,6 +176,6 @@ def run(
         codes[kind] = code
         if code not in (0, 1, 5):
             raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see its output above)")
-    wanted = {c.id for c in outcome.cases}
+    wanted = {c.id for c in cases}
     rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
     return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes)

@@ -133,6 +133,15 @@ class Runner:
     label: str
     backend: str
     notes: str = ""
+    runs_on: tuple[str, ...] = ()  # GitHub `runs-on` labels of correctness jobs
+    perf_runs_on: tuple[str, ...] = ()  # GitHub `runs-on` labels of performance jobs (machines that run nothing else)
+    profile: str | None = None  # the profile the gate runs here
+    gate: bool = False  # whether `mlagate plan --format github` plans jobs for this runner
+
+    @property
+    def mlx_backend(self) -> str:
+        """cpu or gpu: what a case records (metal and cuda are both MLX's gpu device)."""
+        return "cpu" if self.backend == "cpu" else "gpu"
 
 
 @dataclass(frozen=True)
@@ -475,8 +484,12 @@ def parse(text: str, path: Path) -> Matrix:
     runners = {}
     for label, node in r.table(root["runners"], "runners").items():
         key = f"runners.{label}"
-        m = r.mapping(node, key, {"backend", "notes"}, {"backend"})
-        runners[label] = Runner(label, r.req(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)), r.opt(m, "notes", key, str, default=""))
+        m = r.mapping(node, key, {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate"}, {"backend"})
+        runs_on = r.str_list(m.get("runs_on"), f"{key}.runs_on") or ("self-hosted", label)
+        runners[label] = Runner(
+            label, r.req(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)), r.opt(m, "notes", key, str, default=""),
+            runs_on, r.str_list(m.get("perf_runs_on"), f"{key}.perf_runs_on") or runs_on, r.opt(m, "profile", key, str), bool(r.opt(m, "gate", key, bool, default=False)),
+        )
     for cp in checkpoints.values():
         for label in cp.runners:
             if label not in runners:
@@ -514,6 +527,10 @@ def parse(text: str, path: Path) -> Matrix:
                 r.req(m, "module", key, str), r.req(m, "guard", key, str), r.req(m, "reason", key, str),
                 r.opt(m, "gates", key, str, default="other", check=lambda x: x in ("absorbed", "pooling", "other"), what="absorbed, pooling or other"),
             ))
+
+    for label, runner in runners.items():
+        if runner.profile is not None and runner.profile not in profiles:
+            raise r.fail(root["runners"].value[label].value["profile"], f"runners.{label}.profile", f"unknown profile {runner.profile!r}")
 
     return Matrix(
         path=path, version=version, runtimes=MappingProxyType(runtimes), arms=MappingProxyType(arms),

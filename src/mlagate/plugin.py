@@ -7,6 +7,7 @@ invalid, never failed; an argued case is recorded without running anything.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -40,6 +41,7 @@ def pytest_addoption(parser):
     g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
     g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
     g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
+    g.addoption("--mlagate-cases", default=None, help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)")
 
 
 MAX_LOOPS = 64
@@ -71,6 +73,12 @@ class Context:
         self.out = Path(opt("--mlagate-out"))
         self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
         self.aa = bool(opt("--mlagate-aa"))
+        self.only = None
+        if opt("--mlagate-cases"):
+            try:
+                self.only = frozenset(json.loads(Path(opt("--mlagate-cases")).read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError) as exc:
+                raise pytest.UsageError(f"--mlagate-cases: {opt('--mlagate-cases')}: not a readable JSON list of case ids ({exc})") from None
         self.selection = Selection(modules=tuple(opt("--mlagate-module")), arms=tuple(opt("--mlagate-arm")))
         try:
             self.selection.check(self.matrix)
@@ -100,7 +108,8 @@ class Context:
         if suite not in self.matrix.suites:
             raise pytest.UsageError(f"suite {suite!r} is not declared in {self.matrix.path} (suites: {', '.join(self.matrix.suites)})")
         sel = Selection((suite,), self.selection.modules, self.selection.arms)
-        return expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa)
+        cases = expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa)
+        return cases if self.only is None else [c for c in cases if c.id in self.only]
 
 
 def default_backend() -> str:

@@ -1,0 +1,286 @@
+"""Runner health: is this machine fit to run the gate now? One check per concern, each with a reason.
+
+macOS: on AC power, Low Power Mode off, thermal state nominal, free memory, no other MLX
+process, a Metal device. Linux: load, free memory, no other MLX process, the CPU frequency
+governor (when readable) and, when the gpu backend is expected, the NVIDIA GPU (nvidia-smi)
+with no other compute process on it. A performance runner fails on what would skew timings
+(battery, throttling, load, another MLX process); a correctness runner only warns on those.
+
+The parsers are pure functions over the commands' text, so recorded outputs test them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATUSES = ("ok", "warn", "fail", "skip")
+GIB = 1024**3
+MLX_PROCESS = re.compile(r"(\bmlx[_.-]?(lm|vlm)\b|\bmlagate\.worker\b|-m mlx\b|\bimport mlx\b)")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, warn, fail, or skip (could not be read: never counted as ok)
+    detail: str
+
+
+@dataclass
+class Report:
+    system: str
+    performance: bool
+    backend: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def text(self) -> str:
+        role = "performance runner" if self.performance else "correctness runner"
+        lines = [f"mlagate health: {self.system}, {role}, backend {self.backend}"]
+        lines += [f"{c.status.upper() if c.status == 'fail' else c.status:5} {c.name:14} {c.detail}" for c in self.checks]
+        if self.failed:
+            lines.append(f"unfit: {', '.join(c.name for c in self.failed)}")
+        else:
+            lines.append(f"fit: {sum(c.status == 'ok' for c in self.checks)} ok, {sum(c.status == 'warn' for c in self.checks)} warnings, {sum(c.status == 'skip' for c in self.checks)} not readable")
+        return "\n".join(lines)
+
+    def json(self) -> str:
+        return json.dumps({"schema": "mlagate.health/1", "system": self.system, "performance": self.performance, "backend": self.backend,
+                           "fit": not self.failed, "checks": [asdict(c) for c in self.checks]}, indent=1)
+
+
+class System:
+    """This machine: commands and files the checks read (a recorded one replays saved outputs)."""
+
+    def __init__(self):
+        self.sysname = os.uname().sysname
+
+    def run(self, *argv: str) -> str | None:
+        """A command's stdout, or None when it is missing, fails or hangs."""
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    def read(self, path: str) -> str | None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def cpu_count(self) -> int:
+        return os.cpu_count() or 1
+
+    def own_pids(self) -> set[int]:
+        """This process and its ancestors (a health check started by an MLX job is not another job)."""
+        pids, pid = set(), os.getpid()
+        while pid > 1 and pid not in pids:
+            pids.add(pid)
+            stat = self.read(f"/proc/{pid}/stat")
+            if stat is None:
+                pids.add(os.getppid())
+                break
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        return pids
+
+    def governors(self) -> list[str]:
+        return sorted({p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor") if p.is_file()})
+
+
+# --- parsers (pure) ------------------------------------------------------------------
+
+
+def parse_power(pmset_batt: str) -> str | None:
+    """'AC Power', 'Battery Power' or 'UPS Power' from `pmset -g batt`."""
+    m = re.search(r"drawing from '([^']+)'", pmset_batt)
+    return m.group(1) if m else None
+
+
+def parse_low_power(pmset_g: str) -> bool | None:
+    """Low Power Mode from `pmset -g` (the lowpowermode line; absent on older macOS)."""
+    m = re.search(r"^\s*lowpowermode\s+(\d+)", pmset_g, re.MULTILINE)
+    return None if m is None else m.group(1) != "0"
+
+
+def parse_thermal(pmset_therm: str) -> tuple[bool, str]:
+    """(nominal, detail) from `pmset -g therm`: a recorded warning level above 0 or a CPU speed limit below 100 is not nominal."""
+    problems = []
+    for line in pmset_therm.splitlines():
+        m = re.search(r"(thermal|performance) warning level\D*(\d+)", line, re.IGNORECASE)
+        if m and not re.search(r"\bno (thermal|performance) warning level", line, re.IGNORECASE) and int(m.group(2)) > 0:
+            problems.append(f"{m.group(1).lower()} warning level {m.group(2)}")
+    m = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", pmset_therm)
+    if m and int(m.group(1)) < 100:
+        problems.append(f"CPU speed limited to {m.group(1)} %")
+    return (not problems, "; ".join(problems) or "no thermal or performance warning, CPU speed not limited")
+
+
+def parse_vm_stat(vm_stat: str) -> int | None:
+    """Available bytes from `vm_stat`: free + inactive + speculative pages (what macOS can hand out without swapping)."""
+    size = re.search(r"page size of (\d+) bytes", vm_stat)
+    if size is None:
+        return None
+    pages = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", vm_stat, re.MULTILINE))
+    if "free" not in pages:
+        return None
+    return sum(int(v) for v in pages.values()) * int(size.group(1))
+
+
+def parse_memsize(sysctl: str) -> int | None:
+    m = re.search(r"(\d+)", sysctl)
+    return int(m.group(1)) if m else None
+
+
+def parse_meminfo(meminfo: str) -> tuple[int, int] | None:
+    """(available, total) bytes from /proc/meminfo."""
+    values = {k: int(v) * 1024 for k, v in re.findall(r"^(MemAvailable|MemTotal):\s+(\d+) kB", meminfo, re.MULTILINE)}
+    if "MemAvailable" not in values or "MemTotal" not in values:
+        return None
+    return values["MemAvailable"], values["MemTotal"]
+
+
+def parse_metal(displays: str) -> str | None:
+    """The Metal support line of `system_profiler SPDisplaysDataType` (None: no Metal device)."""
+    m = re.search(r"^\s*(Metal(?: Support| Family)?):\s*(.+)$", displays, re.MULTILINE)
+    if m is None or "not supported" in m.group(2).lower():
+        return None
+    chip = re.search(r"^\s*Chipset Model:\s*(.+)$", displays, re.MULTILINE)
+    return f"{chip.group(1).strip() if chip else 'GPU'}: {m.group(1)} {m.group(2).strip()}"
+
+
+def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
+    """Processes of `ps -A -o pid= -o args=` that run MLX or an mlagate worker, except the excluded pids."""
+    found = []
+    for line in ps.splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) != 2 or not parts[0].isdigit():
+            continue
+        pid, args = int(parts[0]), parts[1]
+        if pid in exclude or "mlagate health" in args or "mlagate.health" in args:
+            continue
+        if MLX_PROCESS.search(args):
+            found.append((pid, args[:120]))
+    return found
+
+
+def parse_nvidia(query: str) -> list[dict]:
+    """GPUs from `nvidia-smi --query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader,nounits`."""
+    gpus = []
+    for line in query.strip().splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) >= 5:
+            gpus.append({"name": cols[0], "used_mib": int(cols[1]), "total_mib": int(cols[2]), "temp_c": int(cols[3]), "throttle": cols[4]})
+    return gpus
+
+
+# --- checks --------------------------------------------------------------------------
+
+
+def _strict(performance: bool) -> str:
+    return "fail" if performance else "warn"
+
+
+def _memory(available: int | None, total: int | None, need_gb: float) -> Check:
+    if available is None:
+        return Check("memory", "skip", "free memory not readable")
+    text = f"{available / GIB:.1f} GiB available" + (f" of {total / GIB:.1f} GiB" if total else "") + f" (need {need_gb:g})"
+    return Check("memory", "ok" if available >= need_gb * GIB else "fail", text)
+
+
+def _processes(system: System, performance: bool) -> Check:
+    ps = system.run("ps", "-A", "-o", "pid=", "-o", "args=")
+    if ps is None:
+        return Check("mlx-processes", "skip", "ps did not run")
+    others = mlx_processes(ps, system.own_pids())
+    if not others:
+        return Check("mlx-processes", "ok", "no other MLX process")
+    listed = "; ".join(f"{pid} {args}" for pid, args in others[:3]) + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
+    return Check("mlx-processes", _strict(performance), f"{len(others)} other MLX processes: {listed}")
+
+
+def check_macos(system: System, performance: bool, backend: str, need_gb: float) -> list[Check]:
+    checks = []
+    batt = system.run("pmset", "-g", "batt")
+    source = parse_power(batt) if batt is not None else None
+    if source is None:
+        checks.append(Check("power", "skip", "pmset -g batt gave no power source"))
+    else:
+        checks.append(Check("power", "ok" if source == "AC Power" else _strict(performance), f"drawing from {source}"))
+    settings = system.run("pmset", "-g")
+    low = parse_low_power(settings) if settings is not None else None
+    if low is None:
+        checks.append(Check("low-power-mode", "skip", "pmset -g has no lowpowermode line"))
+    else:
+        checks.append(Check("low-power-mode", _strict(performance) if low else "ok", "Low Power Mode on" if low else "Low Power Mode off"))
+    therm = system.run("pmset", "-g", "therm")
+    if therm is None:
+        checks.append(Check("thermal", "skip", "pmset -g therm did not run"))
+    else:
+        nominal, detail = parse_thermal(therm)
+        checks.append(Check("thermal", "ok" if nominal else _strict(performance), detail))
+    vm = system.run("vm_stat")
+    memsize = system.run("sysctl", "-n", "hw.memsize")
+    checks.append(_memory(parse_vm_stat(vm) if vm else None, parse_memsize(memsize) if memsize else None, need_gb))
+    checks.append(_processes(system, performance))
+    if backend == "gpu":
+        displays = system.run("system_profiler", "SPDisplaysDataType")
+        metal = parse_metal(displays) if displays is not None else None
+        checks.append(Check("metal", "ok" if metal else "fail", metal or "no Metal device in system_profiler SPDisplaysDataType"))
+    return checks
+
+
+def check_linux(system: System, performance: bool, backend: str, need_gb: float) -> list[Check]:
+    checks = []
+    loadavg = system.read("/proc/loadavg")
+    cpus = system.cpu_count()
+    if loadavg is None:
+        checks.append(Check("load", "skip", "/proc/loadavg not readable"))
+    else:
+        load = float(loadavg.split()[0])
+        limit = 0.5 * cpus
+        checks.append(Check("load", "ok" if load <= limit else _strict(performance), f"1-minute load {load:.2f} on {cpus} CPUs (at most {limit:g})"))
+    meminfo = system.read("/proc/meminfo")
+    mem = parse_meminfo(meminfo) if meminfo else None
+    checks.append(_memory(mem[0] if mem else None, mem[1] if mem else None, need_gb))
+    checks.append(_processes(system, performance))
+    governors = system.governors()
+    if not governors:
+        checks.append(Check("cpu-governor", "skip", "no cpufreq governor readable (virtual machine or container)"))
+    else:
+        fine = governors == ["performance"]
+        checks.append(Check("cpu-governor", "ok" if fine else "warn", f"scaling governor {', '.join(governors)}" + ("" if fine else " (performance is steadier for timings)")))
+    if backend == "gpu":
+        query = system.run("nvidia-smi", "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active", "--format=csv,noheader,nounits")
+        gpus = parse_nvidia(query) if query else []
+        if not gpus:
+            checks.append(Check("cuda", "fail", "backend gpu expected, but nvidia-smi lists no GPU"))
+        else:
+            checks.append(Check("cuda", "ok", "; ".join(f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C" for g in gpus)))
+            apps = system.run("nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader")
+            others = [line.strip() for line in (apps or "").splitlines() if line.strip()]
+            checks.append(Check("gpu-processes", "ok" if not others else _strict(performance), "no compute process on the GPU" if not others else f"compute processes: {'; '.join(others[:3])}"))
+    return checks
+
+
+def check(system: System, performance: bool = False, backend: str = "cpu", min_free_gb: float | None = None) -> Report:
+    """Run every check of this system; a performance runner gets the strict ones."""
+    need = min_free_gb if min_free_gb is not None else (16.0 if performance else 8.0)
+    if system.sysname == "Darwin":
+        checks = check_macos(system, performance, backend, need)
+    elif system.sysname == "Linux":
+        checks = check_linux(system, performance, backend, need)
+    else:
+        checks = [Check("system", "fail", f"no health checks for {system.sysname}")]
+    return Report(system.sysname, performance, backend, checks)

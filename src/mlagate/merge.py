@@ -1,0 +1,139 @@
+"""Merge the results of shards into one results directory; refuse duplicates, report what is missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlagate import results
+from mlagate.shard import MANIFEST, MANIFEST_SCHEMA, PLAN_SCHEMA
+
+
+class MergeError(ValueError):
+    """Input that cannot be merged (a duplicate case, an unreadable file); one line."""
+
+
+@dataclass
+class MergeOutcome:
+    out: Path
+    summary: results.Summary
+    sources: list[str]
+    missing_shards: list[str] = field(default_factory=list)
+    unplanned: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """As `mlagate run`: 1 a gate failed, 3 invalid or missing cases (or shards), 0 all passed."""
+        code = self.summary.exit_code
+        if code == 0 and (self.missing_shards or self.unplanned):
+            return 3
+        return code
+
+    def text(self) -> str:
+        lines = [results.table(self.summary)]
+        for s in self.missing_shards:
+            lines.append(f"missing shard {s}")
+        for cid in self.unplanned:
+            lines.append(f"unplanned {cid} (a result for a case the plan does not hold)")
+        lines.append(f"merged {len(self.summary.rows)} results from {len(self.sources)} directories into {self.out / 'results'}")
+        return "\n".join(lines)
+
+
+def _results_dir(d: Path) -> Path:
+    """A run's output directory (holding results/) or a results directory itself."""
+    return d / "results" if (d / "results").is_dir() else d
+
+
+def _manifest(d: Path) -> dict | None:
+    path = d / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MergeError(f"{path}: not a readable manifest ({exc})") from None
+    if data.get("schema") != MANIFEST_SCHEMA:
+        raise MergeError(f"{path}: schema is {data.get('schema')!r}, expected {MANIFEST_SCHEMA}")
+    return data
+
+
+def _planned(plan: Path) -> list[str]:
+    try:
+        data = json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MergeError(f"{plan}: not a readable plan ({exc})") from None
+    if data.get("schema") != PLAN_SCHEMA:
+        raise MergeError(f"{plan}: schema is {data.get('schema')!r}, expected {PLAN_SCHEMA}")
+    return [f"{job['runner']}::{cid}" for job in data["jobs"] for cid in job["case_ids"]]
+
+
+def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome:
+    """Copy every result of `dirs` into OUT/results/ and check the set against the plan.
+
+    The expected cases are the plan's (a file written by `mlagate plan --manifest`) when
+    given, else the union of the shards' manifests; a manifest's sibling shards that are
+    absent are reported as missing shards. The same case (runner and case id) in two
+    files is refused before anything is written.
+    """
+    if (out / "results").is_dir() and any((out / "results").iterdir()):
+        raise MergeError(f"{out / 'results'} is not empty: merge into a new directory")
+    seen: dict[tuple[str, str], Path] = {}
+    rows: list[tuple[dict, Path]] = []
+    manifests: list[dict] = []
+    for d in dirs:
+        d = Path(d)
+        if not d.is_dir():
+            raise MergeError(f"{d}: no such directory")
+        m = _manifest(d)
+        if m is not None:
+            manifests.append(m)
+        for path in sorted(_results_dir(d).glob("*.json")):
+            row = results.read(path)
+            key = (row["runner"], row["case_id"])
+            if key in seen:
+                raise MergeError(f"case {row['case_id']} on runner {row['runner']} is in two result files: {seen[key]} and {path}")
+            seen[key] = path
+            rows.append((row, path))
+
+    if plan is not None:
+        expected = _planned(plan)
+    else:
+        expected = [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]]
+    have = {f"{r}::{c}" for r, c in seen}
+    expected_set = set(expected)
+    unplanned = sorted(k for k in have if k not in expected_set) if (plan is not None or manifests) else []
+
+    missing_shards = []
+    groups: dict[tuple[str, str, str], set[int]] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    for m in manifests:
+        i, n = (int(x) for x in m["shard"].split("/"))
+        key = (m["runner"], m["profile"], m["plan"])
+        groups.setdefault(key, set()).add(i)
+        counts[key] = n
+    for key, present in sorted(groups.items()):
+        for i in range(1, counts[key] + 1):
+            if i not in present:
+                missing_shards.append(f"{i}/{counts[key]} of runner {key[0]} (profile {key[1]}, plan {key[2]}): no manifest, its job did not run or its artifact is missing")
+
+    target = out / "results"
+    target.mkdir(parents=True, exist_ok=True)
+    names: set[str] = set()
+    for row, path in rows:
+        name = path.name if path.name not in names else f"{row['runner']}--{path.name}"
+        names.add(name)
+        shutil.copyfile(path, target / name)
+    for d in dirs:
+        logs = Path(d) / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, out / "logs" / Path(d).name, dirs_exist_ok=True)
+
+    summary = results.summarise([r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have])
+    outcome = MergeOutcome(out, summary, [str(d) for d in dirs], missing_shards, unplanned)
+    (out / "merge.json").write_text(json.dumps({
+        "schema": "mlagate.merge/1", "sources": outcome.sources, "counts": summary.counts, "missing": summary.missing,
+        "missing_shards": missing_shards, "unplanned": unplanned, "exit_code": outcome.exit_code,
+    }, indent=1))
+    return outcome
