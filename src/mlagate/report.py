@@ -53,6 +53,9 @@ def _check(data, where: str) -> dict:
     return data
 
 
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json")  # what run, merge and report write beside results
+
+
 def load_source(path: Path) -> list[dict]:
     """Results from a run's output folder (OUT or OUT/results), a folder holding results/
     folders at any depth, a .tgz/.tar.gz of such folders, or a merged.json."""
@@ -60,8 +63,10 @@ def load_source(path: Path) -> list[dict]:
     if not path.exists():
         raise ReportError(f"{path}: no such file or directory")
     if path.is_dir():
-        files = sorted(path.glob("*.json"))
-        files = [f for f in files if f.name != "merged.json"] or sorted(path.glob("**/results/*.json"))
+        if (path / "results").is_dir():
+            files = sorted((path / "results").glob("*.json"))
+        else:
+            files = [f for f in sorted(path.glob("*.json")) if f.name not in NOT_RESULTS] or sorted(path.glob("**/results/*.json"))
         if not files and (path / "merged.json").exists():
             return load_source(path / "merged.json")
         if not files:
