@@ -64,6 +64,19 @@ def test_a_planted_verify_defect_fails_token_identity(defect_run):
 
 
 @pytest.mark.arms
+def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, real_cache):
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    text = MATRIX.read_text().replace("float32: {cpu: 1.0e-4,", "float32: {cpu: 1.0,")
+    assert "cpu: 1.0," in text
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-verify-defect")
+    row = next(r for r in got if r["evidence"] == "synthetic")
+    assert row["verdict"] == "invalid" and "undecidable" in row["reason"], row["reason"]
+    assert row["metrics"]["token_identity"]["decisive"] == 0 < row["metrics"]["token_identity"]["count"]
+
+
+@pytest.mark.arms
 def test_a_checkpoint_not_on_the_runner_is_argued(defect_run):
     _, rows = defect_run
     for arm in ("mlx-lm-0.32.2", "mlx-lm-verify-defect"):

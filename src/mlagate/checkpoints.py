@@ -55,10 +55,15 @@ class Synthetic:
 
 
 def tiny_config(config: dict, layers: int) -> dict:
-    """A module's tiny-model config with `layers` decoder layers (the runtime's own key)."""
+    """A module's tiny-model config with `layers` decoder layers (the runtime's own key), all
+    dense where the config has `first_k_dense_replace`: the experts are not the subject, and
+    MLX's CPU backend has no bfloat16 gather_mm for them."""
     for name in ("num_hidden_layers", "num_layers"):
         if name in config:
-            return {**config, name: layers}
+            out = {**config, name: layers}
+            if "first_k_dense_replace" in out:
+                out["first_k_dense_replace"] = layers
+            return out
     raise CheckpointError("the module's config names no layer count (num_hidden_layers or num_layers)")
 
 

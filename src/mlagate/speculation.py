@@ -23,10 +23,11 @@ from pathlib import Path
 
 from mlagate import probes
 
-# Packages mlx-lm's generate.py and utils.py import at the top for tokenizers and the model
-# hub. The token-id generation loops and the local loader never call them; an arm is
-# installed without dependencies, so they are usually absent.
-ABSENT_OK = ("transformers", "huggingface_hub")
+# Packages mlx-lm's generate.py and utils.py import at the top for tokenizers, the model hub
+# and image inputs (numpy: generate.py's CLI and the image processors). The token-id
+# generation loops and the local loader never call them; an arm is installed without
+# dependencies, so they may be absent (an offline GPU machine may lack numpy too).
+ABSENT_OK = ("transformers", "huggingface_hub", "numpy")
 
 
 # Subpackages whose __init__ a runtime module needs run for real (the worker's LeanImporter
@@ -117,6 +118,9 @@ def _flag_rounds(flags: list[bool], n_tokens: int, num_draft: int) -> dict:
             i += 1
             ntoks += 1
     return {"drafted": drafted, "accepted": accepted, "rounds": rounds}
+
+
+TOP = 5  # plain runs report their TOP best tokens and log-probs per position (to judge a divergence)
 
 
 class SpeculationOps:
@@ -246,7 +250,8 @@ class SpeculationOps:
 
         The device is synchronised around the loop; the counters of the target (and the
         draft) are taken around it. Returns the tokens, the seconds, the drafted and
-        accepted counts, the paths, and (plain) the smallest top-two log-prob margin.
+        accepted counts, the paths, and (plain) per token the top-two log-prob margin and the
+        TOP best tokens with their log-probs.
         """
         mx = self.mx
         from mlagate.worker import _synchronize  # noqa: PLC0415
@@ -279,14 +284,16 @@ class SpeculationOps:
             flags.append(bool(out[2]) if len(out) > 2 else False)
         _synchronize(mx)
         seconds = time.perf_counter() - t0
-        reply = {"seconds": seconds, "tokens": tokens, "target": _path_record(target["counters"])}
+        reply = {"seconds": seconds, "tokens": tokens, "target": _path_record(target["counters"]), "absent": sorted(self._absent.used)}
         if draft is not None:
             reply["draft"] = _path_record(draft["counters"])
             reply.update(_flag_rounds(flags, N, k))
         else:
-            top = mx.topk(mx.stack([lp.reshape(-1) for lp in logprobs]).astype(mx.float32), 2, axis=-1)
-            gaps = mx.abs(top[:, 0] - top[:, 1])
-            reply["margins"] = [round(x, 6) for x in gaps.tolist()]
+            lps = mx.stack([lp.reshape(-1) for lp in logprobs]).astype(mx.float32)
+            order = mx.argsort(-lps, axis=-1)[:, :TOP]
+            best = mx.take_along_axis(lps, order, axis=-1)
+            reply["margins"] = [round(x, 6) for x in (best[:, 0] - best[:, 1]).tolist()]
+            reply["top"] = [list(zip(ids, vals, strict=True)) for ids, vals in zip(order.tolist(), best.tolist(), strict=True)]
         self._rewind()
         return reply
 
