@@ -22,7 +22,9 @@ def tables(rows: list[dict], draft: str = "all") -> str:
     for geo in sorted({(r["module"], r.get("checkpoint") or r["geometry"]["id"]) for r in cases}):
         mine = sorted((r for r in cases if (r["module"], r.get("checkpoint") or r["geometry"]["id"]) == geo), key=lambda r: r["arm"])
         first = mine[0]
-        out.append(f"### {geo[0]}, {geo[1]} ({first['shapes'].get('heads')} heads, {first['dtype']}, {first['backend']}, {first['fingerprint'].get('device', '?')})\n")
+        made = first["metrics"].get("checkpoints", {})
+        weights = f"{made.get('dtype', first['dtype'])} weights" + (f", {made['quant']['bits']}-bit groups of {made['quant']['group_size']}" if made.get("quant") else "")
+        out.append(f"### {geo[0]}, {geo[1]} ({first['shapes'].get('heads')} heads, {weights}, {first['backend']}, {first['fingerprint'].get('device', '?')})\n")
         out.append("| arm | P | draft | plain tok/s | spec tok/s | ratio | verify ms (path) | acceptance | verdict |")
         out.append("|---|---|---|---|---|---|---|---|---|")
         for r in mine:
