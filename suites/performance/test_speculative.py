@@ -131,9 +131,10 @@ def test_speculative(mla):
     contexts = _per_profile(mla, "contexts")
     N = _per_profile(mla, "new_tokens")
     k = gates["num_draft"]
+    samples, warmup = _per_profile(mla, "samples"), _per_profile(mla, "warmup")
     target, drafts, made = _models(mla)
     mla.metric("checkpoints", made)
-    mla.metric("settings", {"contexts": list(contexts), "new_tokens": N, "num_draft": k, "verify_width": k + 1})
+    mla.metric("settings", {"contexts": list(contexts), "new_tokens": N, "num_draft": k, "verify_width": k + 1, "samples": samples, "warmup": warmup})
     r, n, v = mla.geometry.rnv
     series = [{"label": "plain", "mode": "plain"}] + [{"label": f"spec:{d}", "mode": "spec", "draft": d} for d in drafts] + [{"label": "verify"}]
     rows, mismatches, paths = [], [], {}
@@ -142,9 +143,9 @@ def test_speculative(mla):
         mla.call("spec_prime", target=target, drafts=drafts, P=P, seed=1, chunk=mla.profile.prefill_chunk)
         state = {"P": P, "times": {s["label"]: [] for s in series}, "runs": {s["label"]: [] for s in series}, "reference": None, "mismatches": mismatches}
         for s in series:
-            for _ in range(max(1, mla.profile.warmup)):
+            for _ in range(max(1, warmup)):
                 _once(mla, s, k, N, state, timed=False)
-        for i in range(mla.profile.samples):
+        for i in range(samples):
             for s in series if i % 2 == 0 else list(reversed(series)):
                 _once(mla, s, k, N, state, timed=True)
         times, runs, reference = state["times"], state["runs"], state["reference"]
