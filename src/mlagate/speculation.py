@@ -188,11 +188,20 @@ class SpeculationOps:
         return {"path": str(final), "written": True}
 
     def op_load_checkpoint(self, req: dict) -> dict:
-        """Load a checkpoint directory with the runtime's own loader (utils.load_model)."""
+        """Load a checkpoint directory with the runtime's own loader (utils.load_model).
+
+        With `share` (a loaded key of the same checkpoint), the model is a second instance
+        holding the very same weight arrays: loaded lazily, then given the other's
+        parameters before anything is read, so a self-draft costs no second copy of a large
+        checkpoint while its attention calls are counted apart from the target's.
+        """
         mx = self.mx
         key = req["key"]
         utils = self._runtime("utils")
-        model, config = utils.load_model(Path(req["path"]))
+        share = req.get("share")
+        model, config = utils.load_model(Path(req["path"]), lazy=share is not None)
+        if share is not None:
+            model.update(self.models[share]["model"].parameters())
         origin = os.path.realpath(sys.modules[type(model).__module__].__file__)
         if not origin.startswith(self.arm_dir + os.sep):
             raise RuntimeError(f"{type(model).__module__} was imported from {origin}, outside the arm {self.arm_dir}")
@@ -200,7 +209,7 @@ class SpeculationOps:
         if counters.attach(model) == 0:
             raise RuntimeError(f"the checkpoint's model ({type(model).__module__}) holds no MLA attention (embed_q / unembed_out)")
         mx.eval(model.parameters())
-        info = {"key": key, "module_file": origin, "attention_instances": counters.layers, "quantization": config.get("quantization"), "path": req["path"]}
+        info = {"key": key, "module_file": origin, "attention_instances": counters.layers, "quantization": config.get("quantization"), "path": req["path"], "shares_weights_with": share}
         self.models[key] = {"model": model, "module": sys.modules[type(model).__module__], "forcing": None, "counters": counters, "info": info, "vocab": config["vocab_size"]}
         return info
 

@@ -80,8 +80,8 @@ def _divergence(P: int, label: str, got: list, ref: dict) -> dict:
     return record
 
 
-def _load(mla, key, path):
-    info = mla.call("load_checkpoint", key=key, path=str(path))
+def _load(mla, key, path, share=None):
+    info = mla.call("load_checkpoint", key=key, path=str(path), share=share)
     mla.result.observations.append({"loaded": info})
     return key
 
@@ -93,7 +93,7 @@ def _models(mla):
     if mla.case.evidence == "checkpoint":
         path = checkpoints.real(mla.checkpoint_path)
         target = _load(mla, "target", path)
-        return target, {"self": _load(mla, "draft-self", path)}, {"checkpoint": str(path)}
+        return target, {"self": _load(mla, "draft-self", path, share=target)}, {"checkpoint": str(path)}
     fp = mla.ctx.pool.get(mla.case.arm).fingerprint
     base = checkpoints.Synthetic(
         runtime=f"{mla.module.runtime} {fp.get('arm_version')}", import_path=mla.module.import_path, model=mla.module.model, args=mla.module.args,
@@ -106,7 +106,7 @@ def _models(mla):
         written = mla.call("write_checkpoint", **spec.request(root))
         folders[name] = written["path"]
     target = _load(mla, "target", folders["target"])
-    drafts = {"self": _load(mla, "draft-self", folders["target"]), "perturbed": _load(mla, "draft-perturbed", folders["perturbed"])}
+    drafts = {"self": _load(mla, "draft-self", folders["target"], share=target), "perturbed": _load(mla, "draft-perturbed", folders["perturbed"])}
     return target, drafts, {"target": folders["target"], "perturbed": folders["perturbed"], "dtype": variant["dtype"], "quant": quant, "layers": mla.gates["layers"]}
 
 
