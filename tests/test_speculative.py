@@ -132,3 +132,24 @@ def test_absent_packages_get_placeholders_that_refuse_to_run():
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == ["mlagate_absent_probe"]
     assert AbsentImporter().find_spec("json", None) is None, "only the named packages"
+
+
+def test_checkpoint_keys_name_the_recipe(tmp_path):
+    from mlagate import checkpoints
+
+    base = checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0)
+    assert base.key == checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0).key
+    changed = [
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 3}, seed=0),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=1),
+        checkpoints.Synthetic("mlx-lm 0.32.3", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, quant={"group_size": 64, "bits": 4}),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, perturb={"seed": 7, "scale": 0.15}),
+    ]
+    assert len({base.key, *(c.key for c in changed)}) == 1 + len(changed)
+    assert base.folder(tmp_path) == tmp_path / "checkpoints" / base.key
+    assert checkpoints.tiny_config({"num_hidden_layers": 1, "first_k_dense_replace": 1}, 2) == {"num_hidden_layers": 2, "first_k_dense_replace": 2}
+    with pytest.raises(checkpoints.CheckpointError, match="layer count"):
+        checkpoints.tiny_config({"hidden_size": 8}, 2)
+    with pytest.raises(checkpoints.CheckpointError, match="holds no config.json"):
+        checkpoints.real(str(tmp_path))
