@@ -125,6 +125,7 @@ def default_runner(matrix: Matrix, backend: str) -> str:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
+    config.addinivalue_line("markers", "mla_checkpoints: the suite runs a real checkpoint where the runner holds one (CaseRun.checkpoint_path)")
     config._mlagate = None
     if config.getoption("--mlagate-matrix"):
         _context(config)  # an explicit matrix is validated before collection: a bad one is a usage error
@@ -168,7 +169,7 @@ def mla(request, mla_context, mla_case):
         pytest.skip(run.result.reason)
     if mla_context.matrix.suites[mla_case.suite].kind == "performance" and os.environ.get("PYTEST_XDIST_WORKER"):
         raise Invalid("performance suites never run under xdist: run them serially (tox -e perf, or mlagate run without -n)")
-    if mla_case.evidence == "checkpoint":
+    if mla_case.evidence == "checkpoint" and not request.node.get_closest_marker("mla_checkpoints"):
         raise Invalid(f"checkpoint {mla_case.checkpoint} is on this runner, but this suite runs synthetic weights only; nothing was measured")
     yield run
     if mla_context._pool is not None:
@@ -272,6 +273,17 @@ class CaseRun:
         if arm == self.case.arm and replica == 0:
             self.result.fingerprint = dict(w.fingerprint)
         return w
+
+    def call(self, op: str, arm: str | None = None, **req) -> dict:
+        """One worker op in an arm's worker (the case's arm by default), under the profile's timeout."""
+        return self._worker(arm or self.case.arm).call(op, self.profile.timeout_s, **req)
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        """The local path of the case's real checkpoint on this runner (checkpoint evidence), else None."""
+        if self.case.checkpoint is None:
+            return None
+        return self.ctx.matrix.checkpoints[self.case.checkpoint].runners.get(self.case.runner)
 
     def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1, replica: int = 0, layers: int | None = None) -> tuple[str, dict]:
         """Build the module's tiny model in an arm's worker; returns (key, build info).

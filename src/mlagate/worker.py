@@ -18,12 +18,13 @@ import time
 import traceback
 
 from mlagate import probes, rollback
+from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
 STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
 
 
-class Worker:
+class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculation
     def __init__(self, arm_dir: str, package: str):
         self.arm_dir = os.path.realpath(arm_dir)
         self.package = package

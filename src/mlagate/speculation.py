@@ -1,0 +1,354 @@
+"""Speculative decoding inside a worker: tiny checkpoints written and loaded by the runtime's
+own code, and the runtime's own generation loops (plain decoding and draft-model
+speculation) run, timed and path-proven on one primed prompt.
+
+Worker side: imports only the stdlib at module level; MLX and the runtime arrive inside the
+methods. `SpeculationOps` is mixed into the worker; its ops are `write_checkpoint`,
+`load_checkpoint`, `spec_prime`, `spec_run` and `spec_verify`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mlagate import probes
+
+# Packages mlx-lm's generate.py and utils.py import at the top for tokenizers, the model hub
+# and image inputs (numpy: generate.py's CLI and the image processors). The token-id
+# generation loops and the local loader never call them; an arm is installed without
+# dependencies, so they may be absent (an offline GPU machine may lack numpy too).
+ABSENT_OK = ("transformers", "huggingface_hub", "numpy")
+
+
+# Subpackages whose __init__ a runtime module needs run for real (the worker's LeanImporter
+# leaves every package init of the arm a bare namespace): generate.py imports
+# processors.load_processor.
+REAL_INITS = {"generate": ("processors",)}
+
+
+def _run_init(package) -> None:
+    """Execute a bare-namespace package's own __init__.py into it, once."""
+    if getattr(package, "__mlagate_init_run__", False):
+        return
+    path = package.__file__
+    with open(path, encoding="utf-8") as fh:
+        code = compile(fh.read(), path, "exec")
+    package.__mlagate_init_run__ = True
+    exec(code, package.__dict__)
+
+
+class AbsentImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Placeholder modules for ABSENT_OK packages that are not installed.
+
+    Appended after every real finder, so an installed package always wins. Every name taken
+    from a placeholder is a class that raises ImportError when instantiated or when any of
+    its methods is called (except `register`, which mlx-lm's tokenizer_utils calls at import
+    and which is a no-op here): code that really needs a tokenizer fails loudly instead of
+    running on a stand-in.
+    """
+
+    def __init__(self, names: tuple[str, ...] = ABSENT_OK):
+        self.names = names
+        self.used: set[str] = set()
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] not in self.names:
+            return None
+        self.used.add(name.split(".")[0])
+        return importlib.util.spec_from_loader(name, self, is_package=True)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__path__ = []
+        module.__mlagate_absent__ = True
+        module.__getattr__ = _absent_attr(module.__name__)
+
+
+def _absent_attr(module_name: str):
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def refuse(*args, **kwargs):
+            raise ImportError(f"{module_name}.{attr} is not installed in this worker (mlagate's generation loops take token ids)")
+
+        def class_attr(cls, name: str):
+            if name == "register":  # registering a class with an absent registry (tokenizer_utils does at import)
+                return lambda *args, **kwargs: None
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return refuse
+
+        meta = type("Absent", (type,), {"__call__": refuse, "__getattr__": class_attr})
+        return meta(attr, (), {"__module__": module_name})
+
+    return __getattr__
+
+
+def _flag_rounds(flags: list[bool], n_tokens: int, num_draft: int) -> dict:
+    """Drafted and accepted token counts of mlx-lm's speculative loop, from its per-token
+    from_draft flags: each round drafts min(left, num_draft) tokens, yields the accepted
+    ones (True), then one token of the target's own (False) unless the budget is spent."""
+    i = ntoks = drafted = accepted = rounds = 0
+    while ntoks < n_tokens:
+        k = min(n_tokens - ntoks, num_draft)
+        drafted += k
+        rounds += 1
+        n = 0
+        while n < k and i < len(flags) and flags[i]:
+            n += 1
+            i += 1
+        ntoks += n
+        accepted += n
+        if ntoks < n_tokens:
+            if i >= len(flags) or flags[i]:
+                raise RuntimeError(f"unexpected draft flags {flags}")
+            i += 1
+            ntoks += 1
+    return {"drafted": drafted, "accepted": accepted, "rounds": rounds}
+
+
+TOP = 5  # plain runs report their TOP best tokens and log-probs per position (to judge a divergence)
+
+
+class SpeculationOps:
+    """Worker ops for the speculative suite (mixed into mlagate.worker.Worker)."""
+
+    _absent: AbsentImporter | None = None
+    _spec: dict | None = None
+
+    def _runtime(self, name: str):
+        """A runtime module (`generate`, `utils`, `models.cache`), with placeholders for
+        tokenizer and hub packages that are not installed."""
+        if self._absent is None:
+            self._absent = AbsentImporter()
+            sys.meta_path.append(self._absent)
+        for package in REAL_INITS.get(name, ()):
+            _run_init(importlib.import_module(f"{self.package}.{package}"))
+        module = importlib.import_module(f"{self.package}.{name}")
+        origin = os.path.realpath(module.__file__)
+        if not origin.startswith(self.arm_dir + os.sep):
+            raise RuntimeError(f"{module.__name__} was imported from {origin}, outside the arm {self.arm_dir}")
+        return module
+
+    # --- checkpoints ------------------------------------------------------------------
+
+    def op_write_checkpoint(self, req: dict) -> dict:
+        """Write a tiny checkpoint directory in the runtime's own format (config.json +
+        model.safetensors through its save_config / save_model, quantised by its own
+        quantize_model), atomically and under a lock; a complete one is left alone.
+
+        The weights are the runtime's own initialisation under a seed; `perturb` adds
+        seeded noise (a fraction of each tensor's standard deviation) to every weight, for
+        a draft that disagrees with its target now and then.
+        """
+        mx = self.mx
+        final = Path(req["path"])
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with open(str(final) + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (final / "config.json").is_file():
+                return {"path": str(final), "written": False}
+            utils = self._runtime("utils")
+            module = importlib.import_module(req["import"])
+            config = dict(req["config"])
+            args_cls = getattr(module, req["args"])
+            args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
+            mx.random.seed(req["seed"])
+            model = getattr(module, req["model"])(args)
+            model.set_dtype(getattr(mx, req["dtype"]))
+            perturb = req.get("perturb")
+            if perturb:
+                _perturb(mx, model, perturb["seed"], perturb["scale"])
+            mx.eval(model.parameters())
+            quant = req.get("quant")
+            if quant:
+                model, config = utils.quantize_model(model, config, quant["group_size"], quant["bits"])
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=final.parent))
+            try:
+                utils.save_model(staging, model)
+                utils.save_config(config, staging / "config.json")
+                (staging / "mlagate.json").write_text(json.dumps({"writer": "mlagate", "seed": req["seed"], "perturb": perturb, "quant": quant, "dtype": req["dtype"], "arm_dir": self.arm_dir}, indent=1))
+                os.rename(staging, final)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        return {"path": str(final), "written": True}
+
+    def op_load_checkpoint(self, req: dict) -> dict:
+        """Load a checkpoint directory with the runtime's own loader (utils.load_model).
+
+        With `share` (a loaded key of the same checkpoint), the model is a second instance
+        holding the very same weight arrays: loaded lazily, then given the other's
+        parameters before anything is read, so a self-draft costs no second copy of a large
+        checkpoint while its attention calls are counted apart from the target's.
+        """
+        mx = self.mx
+        key = req["key"]
+        utils = self._runtime("utils")
+        share = req.get("share")
+        model, config = utils.load_model(Path(req["path"]), lazy=share is not None)
+        if share is not None:
+            model.update(self.models[share]["model"].parameters())
+        origin = os.path.realpath(sys.modules[type(model).__module__].__file__)
+        if not origin.startswith(self.arm_dir + os.sep):
+            raise RuntimeError(f"{type(model).__module__} was imported from {origin}, outside the arm {self.arm_dir}")
+        counters = probes.Counters()
+        if counters.attach(model) == 0:
+            raise RuntimeError(f"the checkpoint's model ({type(model).__module__}) holds no MLA attention (embed_q / unembed_out)")
+        mx.eval(model.parameters())
+        info = {"key": key, "module_file": origin, "attention_instances": counters.layers, "quantization": config.get("quantization"), "path": req["path"], "shares_weights_with": share}
+        self.models[key] = {"model": model, "module": sys.modules[type(model).__module__], "forcing": None, "counters": counters, "info": info, "vocab": config["vocab_size"]}
+        return info
+
+    # --- generation -------------------------------------------------------------------
+
+    def op_spec_prime(self, req: dict) -> dict:
+        """A seeded prompt of P tokens; the target's and each draft's caches (the runtime's
+        own make_prompt_cache) prefilled with its first P - 1 tokens in chunks. Replaces any
+        earlier prompt."""
+        mx = self.mx
+        cache_mod = self._runtime("models.cache")
+        self._spec = None
+        from mlagate.worker import _clear_cache  # noqa: PLC0415
+
+        _clear_cache(mx)
+        P, chunk = req["P"], req.get("chunk", 512)
+        target = self.models[req["target"]]
+        mx.random.seed(req["seed"])
+        tokens = mx.random.randint(0, target["vocab"], (P + 64,)).astype(mx.uint32)
+        caches = {}
+        for name, key in {"target": req["target"], **req.get("drafts", {})}.items():
+            model = self.models[key]["model"]
+            cache = cache_mod.make_prompt_cache(model)
+            if not cache_mod.can_trim_prompt_cache(cache):
+                raise RuntimeError(f"{key}: the runtime's cache is not trimmable; speculation needs it")
+            for start in range(0, P - 1, chunk):
+                model(tokens[None, start : min(P - 1, start + chunk)], cache=cache)
+                mx.eval([c.state for c in cache])
+            caches[name] = (key, cache)
+        _clear_cache(mx)
+        self._spec = {"P": P, "tokens": tokens, "caches": caches, "cache_mod": cache_mod}
+        return {"P": P, "cached": P - 1}
+
+    def _rewind(self) -> None:
+        """Trim every primed cache back to P - 1 tokens."""
+        spec = self._spec
+        for _, cache in spec["caches"].values():
+            extra = cache[0].offset - (spec["P"] - 1)
+            if extra > 0:
+                spec["cache_mod"].trim_prompt_cache(cache, extra)
+            if cache[0].offset != spec["P"] - 1:
+                raise RuntimeError(f"cache rewound to {cache[0].offset}, not {spec['P'] - 1}")
+
+    def op_spec_run(self, req: dict) -> dict:
+        """Generate N tokens greedily from the primed prompt with the runtime's own loop:
+        generate_step (mode plain) or speculative_generate_step with a draft (mode spec).
+
+        The device is synchronised around the loop; the counters of the target (and the
+        draft) are taken around it. Returns the tokens, the seconds, the drafted and
+        accepted counts, the paths, and (plain) per token the top-two log-prob margin and the
+        TOP best tokens with their log-probs.
+        """
+        mx = self.mx
+        from mlagate.worker import _synchronize  # noqa: PLC0415
+
+        gen = self._runtime("generate")
+        spec = self._spec
+        if spec is None:
+            raise RuntimeError("spec_run before spec_prime")
+        N, k = req["N"], req.get("num_draft", 0)
+        tkey, tcache = spec["caches"]["target"]
+        target = self.models[tkey]
+        prompt = spec["tokens"][spec["P"] - 1 : spec["P"]]
+        draft = None
+        if req["mode"] == "spec":
+            dkey, dcache = spec["caches"][req["draft"]]
+            draft = self.models[dkey]
+        for entry in (target, draft):
+            if entry is not None:
+                entry["counters"].clear()
+        _synchronize(mx)
+        t0 = time.perf_counter()
+        if draft is None:
+            loop = gen.generate_step(prompt, target["model"], max_tokens=N, prompt_cache=tcache)
+        else:
+            loop = gen.speculative_generate_step(prompt, target["model"], draft["model"], num_draft_tokens=k, max_tokens=N, prompt_cache=tcache + dcache)
+        tokens, flags, logprobs = [], [], []
+        for out in loop:
+            tokens.append(int(out[0]))
+            logprobs.append(out[1])
+            flags.append(bool(out[2]) if len(out) > 2 else False)
+        _synchronize(mx)
+        seconds = time.perf_counter() - t0
+        reply = {"seconds": seconds, "tokens": tokens, "target": _path_record(target["counters"]), "absent": sorted(self._absent.used)}
+        if draft is not None:
+            reply["draft"] = _path_record(draft["counters"])
+            reply.update(_flag_rounds(flags, N, k))
+        else:
+            lps = mx.stack([lp.reshape(-1) for lp in logprobs]).astype(mx.float32)
+            order = mx.argsort(-lps, axis=-1)[:, :TOP]
+            best = mx.take_along_axis(lps, order, axis=-1)
+            reply["margins"] = [round(x, 6) for x in (best[:, 0] - best[:, 1]).tolist()]
+            reply["top"] = [list(zip(ids, vals, strict=True)) for ids, vals in zip(order.tolist(), best.tolist(), strict=True)]
+        self._rewind()
+        return reply
+
+    def op_spec_verify(self, req: dict) -> dict:
+        """Time one target step of L tokens on the primed prompt (a verify step of width L),
+        once untimed first, then rewound; the counters are taken around the timed step."""
+        mx = self.mx
+        from mlagate.worker import _synchronize  # noqa: PLC0415
+
+        spec = self._spec
+        tkey, tcache = spec["caches"]["target"]
+        target = self.models[tkey]
+        L = req["L"]
+        step = spec["tokens"][None, spec["P"] - 1 : spec["P"] - 1 + L]
+        mx.eval(target["model"](step, cache=tcache))
+        self._rewind()
+        _synchronize(mx)
+        target["counters"].clear()
+        t0 = time.perf_counter()
+        mx.eval(target["model"](step, cache=tcache))
+        _synchronize(mx)
+        seconds = time.perf_counter() - t0
+        record = _path_record(target["counters"])
+        self._rewind()
+        return {"seconds": seconds, "L": L, "target": record}
+
+
+def _path_record(counters) -> dict:
+    """The path the attention calls since the counters were cleared took, and how many took each."""
+    calls = counters.paths()
+    counts = {path: sum(1 for c in calls if c["path"] == path) for path in ("absorbed", "materialised", "split")}
+    return {"path": counters.summary()["path"], "calls": {p: n for p, n in counts.items() if n}}
+
+
+def _perturb(mx, model, seed: int, scale: float) -> None:
+    """Add seeded Gaussian noise of `scale` times each floating tensor's standard deviation."""
+    from mlx.utils import tree_flatten, tree_unflatten  # noqa: PLC0415
+
+    mx.random.seed(seed)
+    out = []
+    for name, w in tree_flatten(model.parameters()):
+        if not mx.issubdtype(w.dtype, mx.floating) or w.size < 2:
+            out.append((name, w))
+            continue
+        noise = mx.random.normal(w.shape, dtype=mx.float32)
+        std = mx.sqrt(mx.mean(mx.square(w.astype(mx.float32) - mx.mean(w.astype(mx.float32)))))
+        out.append((name, (w.astype(mx.float32) + scale * std * noise).astype(w.dtype)))
+    model.update(tree_unflatten(out))
+

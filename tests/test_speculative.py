@@ -1,0 +1,155 @@
+"""The speculative suite on real mlx-lm arms: greedy token identity holds on the stock arm and
+fails on a planted verify-step defect; a checkpoint the runner holds is run, one it does not
+hold is argued-not-measured. Plus the worker helpers it rests on (pure, fast).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mlagate.speculation import AbsentImporter, _flag_rounds
+
+from .conftest import FIXTURES, ROOT
+
+MATRIX = FIXTURES / "spec-defect.yaml"
+PATCH = FIXTURES / "mlx-lm-verify-defect.patch"
+
+
+def _suite(matrix, out, cache, *extra):
+    """The suite through pytest, serially, as `mlagate run` runs performance suites (no
+    plan-level discovery: the fixture matrix registers one module of the arm's many)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    args = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "performance" / "test_speculative.py"), "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+            "--rootdir", str(ROOT / "suites"), "--mlagate-matrix", str(matrix), "--mlagate-out", str(out), "--mlagate-cache", str(cache), *extra]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    return proc, rows
+
+
+@pytest.fixture(scope="module")
+def defect_run(tmp_path_factory, real_cache):
+    out = tmp_path_factory.mktemp("spec")
+    proc, rows = _suite(MATRIX, out, real_cache)
+    return proc, {(r["arm"], r["evidence"]): r for r in rows}
+
+
+@pytest.mark.arms
+def test_token_identity_holds_on_the_stock_arm(defect_run):
+    proc, rows = defect_run
+    stock = rows[("mlx-lm-0.32.2", "synthetic")]
+    assert stock["verdict"] == "pass", (stock["reason"], proc.stdout[-3000:])
+    assert stock["metrics"]["token_identity"]["count"] == 0
+    table = stock["metrics"]["rows"]
+    assert {r["draft"] for r in table} == {"self", "perturbed"}
+    for r in table:
+        assert {"context", "plain_tok_s", "spec_tok_s", "ratio", "verify_ms", "draft_tokens", "acceptance", "verdict"} <= set(r)
+        assert r["verify_path"] == "materialised", "stock mlx-lm 0.32.2 materialises every verify step (L == 1 guard)"
+    assert next(r for r in table if r["draft"] == "self")["acceptance"] == 1.0
+
+
+@pytest.mark.arms
+def test_a_planted_verify_defect_fails_token_identity(defect_run):
+    _, rows = defect_run
+    bad = rows[("mlx-lm-verify-defect", "synthetic")]
+    assert bad["verdict"] == "fail"
+    assert "greedy speculative output differs from plain decoding" in bad["reason"]
+    identity = bad["metrics"]["token_identity"]
+    assert identity["count"] > 0 and identity["mismatches"][0]["series"].startswith("spec:")
+    assert bad["metrics"]["rows"], "the table is recorded even when the case fails"
+
+
+@pytest.mark.arms
+def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, real_cache):
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    text = MATRIX.read_text().replace("float32: {cpu: 1.0e-4,", "float32: {cpu: 1.0,")
+    assert "cpu: 1.0," in text
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-verify-defect")
+    row = next(r for r in got if r["evidence"] == "synthetic")
+    assert row["verdict"] == "invalid" and "undecidable" in row["reason"], row["reason"]
+    assert row["metrics"]["token_identity"]["decisive"] == 0 < row["metrics"]["token_identity"]["count"]
+
+
+@pytest.mark.arms
+def test_a_checkpoint_not_on_the_runner_is_argued(defect_run):
+    _, rows = defect_run
+    for arm in ("mlx-lm-0.32.2", "mlx-lm-verify-defect"):
+        row = rows[(arm, "argued")]
+        assert row["verdict"] == "argued" and "argued-not-measured" in row["reason"] and row["checkpoint"] == "tiny-local"
+
+
+@pytest.mark.arms
+def test_a_checkpoint_on_the_runner_is_run(defect_run, tmp_path, real_cache):
+    _, rows = defect_run
+    made = rows[("mlx-lm-0.32.2", "synthetic")]["metrics"]["checkpoints"]["target"]
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    text = MATRIX.read_text().replace("runners: {}  # none here: argued-not-measured", f'runners: {{linux-cpu: "{made}"}}  # this runner holds it')
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
+    row = next(r for r in got if r["evidence"] == "checkpoint")
+    assert row["verdict"] == "pass", row["reason"]
+    assert row["metrics"]["checkpoints"] == {"checkpoint": made}
+    assert {r["draft"] for r in row["metrics"]["rows"]} == {"self"}
+
+
+def test_flag_rounds_count_drafted_and_accepted_tokens():
+    # up to 3 drafts a round, 8 tokens: 3 drafted, all accepted, + 1 own; 3 drafted, 1 accepted, + 1 own;
+    # 2 left: 2 drafted, none accepted, + 1 own; 1 left: 1 drafted and accepted
+    flags = [True, True, True, False, True, False, False, True]
+    assert _flag_rounds(flags, 8, 3) == {"drafted": 3 + 3 + 2 + 1, "accepted": 3 + 1 + 0 + 1, "rounds": 4}
+    with pytest.raises(RuntimeError):
+        _flag_rounds([True, True, True, True], 8, 3)
+
+
+def test_absent_packages_get_placeholders_that_refuse_to_run():
+    code = textwrap.dedent("""
+        import sys
+        from mlagate.speculation import AbsentImporter
+        finder = AbsentImporter(("mlagate_absent_probe",))
+        sys.meta_path.append(finder)
+        from mlagate_absent_probe.sub import Tokenizer, AutoThing
+        class Mine(Tokenizer):
+            pass
+        AutoThing.register(Mine)  # a no-op, as mlx-lm's tokenizer_utils needs at import
+        for call in (lambda: Tokenizer(), lambda: Mine(), lambda: AutoThing.from_pretrained("x")):
+            try:
+                call()
+            except ImportError as exc:
+                assert "is not installed in this worker" in str(exc)
+            else:
+                raise SystemExit("a placeholder ran")
+        import json
+        print(json.dumps(sorted(finder.used)))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["mlagate_absent_probe"]
+    assert AbsentImporter().find_spec("json", None) is None, "only the named packages"
+
+
+def test_checkpoint_keys_name_the_recipe(tmp_path):
+    from mlagate import checkpoints
+
+    base = checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0)
+    assert base.key == checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0).key
+    changed = [
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 3}, seed=0),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=1),
+        checkpoints.Synthetic("mlx-lm 0.32.3", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, quant={"group_size": 64, "bits": 4}),
+        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, perturb={"seed": 7, "scale": 0.15}),
+    ]
+    assert len({base.key, *(c.key for c in changed)}) == 1 + len(changed)
+    assert base.folder(tmp_path) == tmp_path / "checkpoints" / base.key
+    assert checkpoints.tiny_config({"num_hidden_layers": 1, "first_k_dense_replace": 1}, 2) == {"num_hidden_layers": 2, "first_k_dense_replace": 2}
+    with pytest.raises(checkpoints.CheckpointError, match="layer count"):
+        checkpoints.tiny_config({"hidden_size": 8}, 2)
+    with pytest.raises(checkpoints.CheckpointError, match="holds no config.json"):
+        checkpoints.real(str(tmp_path))
