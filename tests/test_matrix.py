@@ -104,3 +104,16 @@ def test_a_suite_sparse_flag_must_be_a_boolean(tmp_path):
     assert text != BASE
     with pytest.raises(MatrixError, match=r"suites\.\w+\.sparse: expected bool"):
         _parse(text, tmp_path)
+
+
+def test_a_suite_dtype_is_checked_and_sets_its_cases_dtype(tmp_path):
+    bad = BASE.replace("    gates:  # gates\n", "    gates:  # gates\n      dtype: float8  # wrong\n", 1)
+    assert bad != BASE
+    with pytest.raises(MatrixError, match=r"suites\.\w+\.gates\.dtype: .*float32 or bfloat16"):
+        _parse(bad, tmp_path)
+    good = _parse(BASE.replace("    gates:  # gates\n", "    gates:  # gates\n      dtype: bfloat16  # pinned\n", 1), tmp_path)
+    suite = next(s for s in good.suites.values() if s.gates.get("dtype"))
+    from mlagate.plan import Selection, expand
+
+    cases = expand(good, Selection(suites=(suite.id,)), "quick", "cpu", "linux-cpu")
+    assert cases and {c.dtype for c in cases} == {"bfloat16"} != {good.profiles["quick"].dtype}

@@ -476,6 +476,9 @@ def parse(text: str, path: Path) -> Matrix:
         m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse"}, {"kind"})
         gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
         only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
+        if "dtype" in gates:
+            gnode = r.table(m["gates"], f"{key}.gates")["dtype"]
+            r.scalar(gnode, f"{key}.gates.dtype", str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES))
         suites[sid] = Suite(
             sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
             bool(r.opt(m, "baseline", key, bool, default=False)), only, bool(r.opt(m, "sparse", key, bool, default=False)),

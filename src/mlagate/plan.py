@@ -73,10 +73,10 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
     selection.check(matrix)
     if profile not in matrix.profiles:
         raise PlanError(f"unknown profile {profile!r} (matrix has {', '.join(matrix.profiles)})")
-    dtype = matrix.profiles[profile].dtype
     cases = []
     for suite in selection.suites or tuple(matrix.suites):
         paired = matrix.suites[suite].baseline and not aa
+        dtype = matrix.suites[suite].gates.get("dtype", matrix.profiles[profile].dtype)
         only = matrix.suites[suite].modules
         for module in matrix.modules.values():
             if only is not None and module.id not in only:
