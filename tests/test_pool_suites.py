@@ -5,6 +5,7 @@ wrong offset, a trim that leaves one rejected token in the cache.
 """
 
 import json
+from types import MappingProxyType
 
 import pytest
 
@@ -78,3 +79,13 @@ def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproduc
         assert f"--module {module} " in bad["replay"]
         assert f"mlagate run --suite speculative_transaction --module {module} --arm fakepool-stock" in stdout
     assert "first failing script (6 in all): geometry=tinypool seed=2 S=4 k=1 T=16 crosses_window=True" in stdout
+
+
+def test_budgets_are_per_backend_or_one_number():
+    from mlagate import scripts
+
+    assert scripts.budget(64, "gpu") == 64
+    assert scripts.budget({"cpu": 64, "gpu": 8192}, "gpu") == 8192
+    assert scripts.budget(MappingProxyType({"cpu": 64}), "cpu") == 64, "the matrix's frozen gates"
+    with pytest.raises(KeyError, match="no budget for backend 'gpu'"):
+        scripts.budget({"cpu": 64}, "gpu")

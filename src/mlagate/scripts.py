@@ -9,6 +9,7 @@ runtime's own rollback API.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 
 def prompt(T: int, seed: int) -> dict:
@@ -33,6 +34,15 @@ def one_at_a_time(toks: list[int], mark: str | None = None) -> list[dict]:
 def crosses_window(T: int, S: int, k: int, kpool: int) -> bool:
     """Whether rejecting the last k of S tokens fed on a cache of T un-completes a pool window."""
     return (T + S) // kpool != (T + S - k) // kpool
+
+
+def budget(value, backend: str) -> float:
+    """A budget in ULPs: one number for every backend, or {backend: number}."""
+    if isinstance(value, Mapping):
+        if backend not in value:
+            raise KeyError(f"no budget for backend {backend!r} (has {', '.join(value)})")
+        return value[backend]
+    return value
 
 
 def judge(cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool = False) -> list[str]:

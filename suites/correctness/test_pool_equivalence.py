@@ -50,7 +50,7 @@ def test_pool_equivalence(mla):
             table[row] = scripts.summary(cmp)
             selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
             private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
-            found = scripts.judge(cmp, g["logits_ulps"], g["state_ulps"])
+            found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["state_ulps"], mla.case.backend))
             if found:
                 rep = mla.reproducer(seed=g["seed"], S=S, k=0, T=T, aligned=T % kpool == 0)
                 problems.append(f"{row}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else "") + f" [reproducer: T={rep['T']} S={S} seed={g['seed']}]")

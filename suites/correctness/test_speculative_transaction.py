@@ -51,7 +51,7 @@ def test_speculative_transaction(mla):
             "speculative": {"prompt": scripts.prompt(T, seed), "steps": steps},
             "plain": {"prompt": scripts.prompt(T, seed), "steps": scripts.one_at_a_time(kept, "end")},
         }
-        reply = mla.script(key, runs, [("speculative", "plain")], margin_ulps=g["logits_ulps"])
+        reply = mla.script(key, runs, [("speculative", "plain")], margin_ulps=scripts.budget(g["logits_ulps"], mla.case.backend))
         if scripts.reference_error(reply):
             raise Invalid(scripts.reference_error(reply))
         if reply["layers"] < g["layers"]:
@@ -61,7 +61,7 @@ def test_speculative_transaction(mla):
         mla.metric("mla_instances", info["attention_instances"])
         cmp = reply["pairs"]["speculative|plain"]
         table[f"seed={seed}"] = scripts.summary(cmp)
-        found = scripts.judge(cmp, g["logits_ulps"], g["logits_ulps"], margin_check=True)
+        found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["logits_ulps"], mla.case.backend), margin_check=True)
         if found:
             mla.reproducer(seed=seed, T=T, first_position=scripts.first_position(cmp), rounds=log)
             problems.append(f"seed={seed}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))

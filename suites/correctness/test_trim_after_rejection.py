@@ -54,7 +54,7 @@ def test_trim_after_rejection(mla):
             table[row] = {**scripts.summary(cmp), "crosses_window": crosses}
             selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
             private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
-            found = scripts.judge(cmp, g["logits_ulps"], g["state_ulps"])
+            found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["state_ulps"], mla.case.backend))
             if found:
                 mla.reproducer(seed=g["seed"], S=S, k=k, T=T, crosses_window=crosses)
                 problems.append(f"{row}{' (crosses a window)' if crosses else ''}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
