@@ -99,7 +99,7 @@ def _models(mla):
         runtime=f"{mla.module.runtime} {fp.get('arm_version')}", import_path=mla.module.import_path, model=mla.module.model, args=mla.module.args,
         config=checkpoints.tiny_config(mla.config(), mla.gates["layers"]), seed=0, dtype=variant["dtype"], quant=quant,
     )
-    perturbed = dataclasses.replace(base, perturb={"seed": 7, "scale": mla.gates["perturb_scale"]})
+    perturbed = dataclasses.replace(base, perturb={"seed": 7, "scale": _per_profile(mla, "perturb_scale")})
     root = mla.ctx.cache
     folders = {}
     for name, spec in (("target", base), ("perturbed", perturbed)):
