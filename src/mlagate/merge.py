@@ -46,26 +46,23 @@ def _results_dir(d: Path) -> Path:
     return d / "results" if (d / "results").is_dir() else d
 
 
-def _manifest(d: Path) -> dict | None:
-    path = d / MANIFEST
-    if not path.is_file():
-        return None
+def _read(path: Path, schema: str, what: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{path}: not a readable manifest ({exc})") from None
-    if data.get("schema") != MANIFEST_SCHEMA:
-        raise MergeError(f"{path}: schema is {data.get('schema')!r}, expected {MANIFEST_SCHEMA}")
+        raise MergeError(f"{path}: not a readable {what} ({exc})") from None
+    if data.get("schema") != schema:
+        raise MergeError(f"{path}: schema is {data.get('schema')!r}, expected {schema}")
     return data
 
 
+def _manifest(d: Path) -> dict | None:
+    path = d / MANIFEST
+    return _read(path, MANIFEST_SCHEMA, "manifest") if path.is_file() else None
+
+
 def _planned(plan: Path) -> list[str]:
-    try:
-        data = json.loads(plan.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{plan}: not a readable plan ({exc})") from None
-    if data.get("schema") != PLAN_SCHEMA:
-        raise MergeError(f"{plan}: schema is {data.get('schema')!r}, expected {PLAN_SCHEMA}")
+    data = _read(plan, PLAN_SCHEMA, "plan")
     return [f"{job['runner']}::{cid}" for job in data["jobs"] for cid in job["case_ids"]]
 
 
