@@ -77,6 +77,32 @@ def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, r
 
 
 @pytest.mark.arms
+def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, real_cache):
+    text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 384]}").replace("samples: {quick: 1}", "samples: {quick: 3}")
+    text = text.replace("min_ratio_retained: 0.05", "min_ratio_retained: 0.9")
+    assert "[32, 384]" in text and "0.9" in text
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
+    row = next(r for r in got if r["evidence"] == "synthetic")
+    assert row["verdict"] == "fail" and "loses ground with context" in row["reason"], row["reason"]
+    gate = row["metrics"]["gate"]
+    assert gate["interval"][1] < 0.9 and gate["from_context"] == 32 and gate["to_context"] == 384
+
+
+@pytest.mark.arms
+def test_one_context_cannot_decide_the_ratio_gate(tmp_path, real_cache):
+    text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32]}")
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
+    row = next(r for r in got if r["evidence"] == "synthetic")
+    assert row["verdict"] == "invalid" and "two context lengths" in row["reason"], row["reason"]
+
+
+@pytest.mark.arms
 def test_a_checkpoint_not_on_the_runner_is_argued(defect_run):
     _, rows = defect_run
     for arm in ("mlx-lm-0.32.2", "mlx-lm-verify-defect"):

@@ -75,3 +75,14 @@ def test_detect_steps_needs_confirmation_after_the_step():
     assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 2)] == [10]
     assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 10 + [1.0] * 10)] == [10, 20]
     assert stats.detect_steps([0.0] * 8 + [3.0] * 8)[0]["change"] is None  # from zero: no relative change
+
+
+def test_retained_ci_on_synthetic_ratios():
+    from mlagate.stats import retained_ci
+
+    plain_lo, spec_lo = [1.0, 1.01, 0.99, 1.0, 1.02], [2.0, 2.02, 1.98, 2.0, 2.01]  # ratio 0.5
+    plain_hi, spec_hi = [1.0, 1.0, 1.01, 0.99, 1.0], [8.0, 8.1, 7.9, 8.0, 8.05]  # ratio 0.125
+    r, lo, hi = retained_ci(plain_lo, spec_lo, plain_hi, spec_hi)
+    assert abs(r - 0.25) < 0.01 and lo <= r <= hi < 0.3
+    same, lo2, hi2 = retained_ci(plain_lo, spec_lo, plain_lo, spec_lo)
+    assert same == 1.0 and lo2 < 1.0 < hi2

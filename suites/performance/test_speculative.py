@@ -137,7 +137,7 @@ def test_speculative(mla):
     mla.metric("settings", {"contexts": list(contexts), "new_tokens": N, "num_draft": k, "verify_width": k + 1, "samples": samples, "warmup": warmup})
     r, n, v = mla.geometry.rnv
     series = [{"label": "plain", "mode": "plain"}] + [{"label": f"spec:{d}", "mode": "spec", "draft": d} for d in drafts] + [{"label": "verify"}]
-    rows, mismatches, paths = [], [], {}
+    rows, mismatches, paths, self_times = [], [], {}, {}
 
     for P in contexts:
         mla.call("spec_prime", target=target, drafts=drafts, P=P, seed=1, chunk=mla.profile.prefill_chunk)
@@ -171,6 +171,8 @@ def test_speculative(mla):
         }})
 
         plain_s = stats.median(times["plain"])
+        if "spec:self" in times:
+            self_times[P] = {"plain": times["plain"], "spec": times["spec:self"]}
         margins = reference["margins"]
         for s in series:
             if s.get("mode") != "spec":
@@ -188,11 +190,6 @@ def test_speculative(mla):
         mla.metric("rows", rows)  # written as each context finishes: a later crash keeps these
 
     mla.metric("paths", paths)
-    self_rows = [row for row in rows if row["draft"] == "self"]
-    lo_row, hi_row = self_rows[0], self_rows[-1]
-    retained = hi_row["ratio"] / lo_row["ratio"]
-    bound = gates["min_ratio_retained"]
-    mla.metric("gate", {"ratio_retained": retained, "from_context": lo_row["context"], "to_context": hi_row["context"], "bound": bound})
     budget = gates["tie_margin"][_per_variant_dtype(mla)][mla.case.backend if mla.case.backend in ("cpu", "gpu") else "gpu"]
     decisive = [m for m in mismatches if _decisive(m, budget)]
     mla.metric("token_identity", {"mismatches": mismatches[:5], "count": len(mismatches), "decisive": len(decisive), "tie_margin": budget})
@@ -203,8 +200,19 @@ def test_speculative(mla):
         if decisive:
             raise AssertionError(f"greedy speculative output differs from plain decoding in {len(mismatches)} run(s): {where}; {gap}, above the tie margin {budget}")
         raise Invalid(f"undecidable: greedy outputs diverged only at near-ties ({len(mismatches)} run(s), {where}; {gap}, below the {_per_variant_dtype(mla)} tie margin {budget}): the arithmetic, not the runtime, may have chosen")
-    if retained < bound:
+    self_rows = [row for row in rows if row["draft"] == "self"]
+    if len(self_rows) < 2:
+        raise Invalid(f"the ground-kept gate needs two context lengths or more; this case has {len(self_rows)}")
+    lo_row, hi_row = self_rows[0], self_rows[-1]
+    lo_t, hi_t = self_times[lo_row["context"]], self_times[hi_row["context"]]
+    retained, retained_lo, retained_hi = stats.retained_ci(lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"])
+    bound = gates["min_ratio_retained"]
+    mla.metric("gate", {"ratio_retained": retained, "interval": (retained_lo, retained_hi), "from_context": lo_row["context"], "to_context": hi_row["context"], "bound": bound})
+    if retained_hi < bound:
         raise AssertionError(
             f"speculation loses ground with context: spec/plain throughput {lo_row['ratio']:.2f} at P={lo_row['context']}, {hi_row['ratio']:.2f} at P={hi_row['context']} "
-            f"({retained:.2f} of it retained, bound {bound}; verify path {paths[str(hi_row['context'])]['verify']})"
+            f"({retained:.2f} of it retained, interval {retained_lo:.2f}-{retained_hi:.2f}, bound {bound}; verify path {paths[str(hi_row['context'])]['verify']})"
         )
+    if retained_lo < bound:
+        raise Invalid(f"inconclusive: {retained:.2f} of the spec/plain throughput retained from P={lo_row['context']} to P={hi_row['context']}, "
+                      f"interval {retained_lo:.2f}-{retained_hi:.2f} straddles the bound {bound}")
