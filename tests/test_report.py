@@ -227,3 +227,12 @@ def test_live_probes_run_of_a_real_arm_renders(real_cache, tmp_path, run_cli):
     assert merged["counts"]["pass"] >= 1
     html = (tmp_path / "html/index.html").read_text()
     assert 'id="verdict-matrix"' in html and "mlx-lm-0.32.2-patched" in html
+
+
+def test_one_case_id_on_two_runners_keeps_both():
+    metal = result(verdict="fail", backend="gpu")
+    cuda = dict(result(verdict="pass", backend="gpu", started=1.0), runner="linux-cuda-h200")
+    metal["runner"] = "macos-metal"
+    assert metal["case_id"] == cuda["case_id"]
+    merged = report.merge([("a", [metal]), ("b", [cuda])], "c0")
+    assert merged["counts"]["fail"] == 1 and merged["counts"]["pass"] == 1 and not merged["superseded"]

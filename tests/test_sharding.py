@@ -141,6 +141,13 @@ def test_merge_refuses_a_duplicate_and_reports_a_missing_shard(fake_matrix, fake
     for cid in plan_ids:
         assert f"missing  linux-cpu::{cid}" in proc.stdout
 
+    crashed = tmp_path / "crashed"  # a shard that died before its first result: a manifest, no results/
+    crashed.mkdir()
+    shutil.copy(dirs[1] / "manifest.json", crashed / "manifest.json")
+    proc = cli("merge", dirs[0], crashed, "--out", tmp_path / "with-crashed")
+    assert proc.returncode in (1, 3) and not proc.stderr, proc.stdout + proc.stderr
+    assert set(json.loads((tmp_path / "with-crashed" / "merge.json").read_text())["missing"]) == {f"linux-cpu::{cid}" for cid in plan_ids}
+
 
 @pytest.mark.parametrize("spec", ["3/2", "0/2", "x", "1/0", "2"])
 def test_a_bad_shard_spec_is_a_one_line_usage_error(fake_matrix, fake_cache, tmp_path, spec):

@@ -42,8 +42,9 @@ class MergeOutcome:
 
 
 def _results_dir(d: Path) -> Path:
-    """A run's output directory (holding results/) or a results directory itself."""
-    return d / "results" if (d / "results").is_dir() else d
+    """A run's output directory (holding results/, possibly not yet: a shard that ran no case)
+    or a results directory itself."""
+    return d / "results" if (d / "results").is_dir() or (d / MANIFEST).is_file() else d
 
 
 def _read(path: Path, schema: str, what: str) -> dict:

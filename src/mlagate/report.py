@@ -53,7 +53,7 @@ def _check(data, where: str) -> dict:
     return data
 
 
-NOT_RESULTS = ("merged.json", "manifest.json", "merge.json")  # what run, merge and report write beside results
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json")  # what run, merge and report write beside results
 
 
 def load_source(path: Path) -> list[dict]:
@@ -115,15 +115,16 @@ def load_merged(path: Path) -> dict:
 def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None) -> dict:
     """One document from several sources. The same case_id in two sources: the result that
     started last is kept, the others are listed under `superseded` (case id, source, started)."""
-    chosen: dict[str, tuple[dict, str]] = {}
+    chosen: dict[tuple[str, str], tuple[dict, str]] = {}
     superseded = []
     for name, rows in sources:
         for r in rows:
-            old = chosen.get(r["case_id"])
+            key = (r.get("runner") or "", r["case_id"])  # two runners of one backend share case ids
+            old = chosen.get(key)
             if old is None or (r.get("started") or "") >= (old[0].get("started") or ""):
                 if old is not None:
                     superseded.append({"case_id": r["case_id"], "source": old[1], "started": old[0].get("started")})
-                chosen[r["case_id"]] = (r, name)
+                chosen[key] = (r, name)
             else:
                 superseded.append({"case_id": r["case_id"], "source": name, "started": r.get("started")})
     rows = sorted((r for r, _ in chosen.values()), key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]))
