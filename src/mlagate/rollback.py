@@ -280,6 +280,8 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
             dense += a == "dense"
         else:
             mism.append({"indexer": key[0], "position": key[1], "tested": a, "reference": b})
+    for key in sorted(set(tested.topk) ^ set(ref.topk), key=lambda k: (k[1], k[0])):  # a selection one side made and the other did not
+        mism.append({"indexer": key[0], "position": key[1], "tested": tested.topk.get(key, "absent"), "reference": ref.topk.get(key, "absent")})
     out["topk"] = {"compared": same + len(mism), "equal": same, "dense": dense, "mismatches": mism[:4], "mismatch_count": len(mism)}
     marks = {}
     for label in sorted(set(tested.marks) & set(ref.marks)):

@@ -5,11 +5,12 @@ through the runtime's own API, then a decode step or straight into the next veri
 reference is plain autoregressive decoding of the very tokens that were kept, one at a time,
 from the same primed cache.
 
-Within gates.logits_ulps: the logits of every accepted position. Exact: greedy argmax
+Within gates.logits_ulps: the logits of every accepted position and the float cache state at
+the end. Exact: greedy argmax
 wherever the reference's top-two margin exceeds that budget, the top-k every sparse indexer
 returns, and every cache's public offset at the end. A model built with fewer than
 gates.layers decoder layers is invalid (the module's `deep` config keys in matrix.yaml say
-how to build it deeper).
+how to build it deeper). A run in which no verify step rejected a token is invalid.
 """
 
 import random
@@ -67,4 +68,8 @@ def test_speculative_transaction(mla):
             problems.append(f"seed={seed}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
     mla.metric("cases", table)
     mla.metric("rounds", rounds)
+    if not any(r["j"] < r["L"] for log in rounds.values() for r in log):
+        raise Invalid("no verify step rejected a token: the rollback was never exercised")
+    if not all(t["positions"] for t in table.values()):
+        raise Invalid("a script kept no position to compare")
     assert not problems, "; ".join(problems)
