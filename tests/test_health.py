@@ -90,10 +90,14 @@ def test_a_correctness_runner_only_warns_on_what_skews_timings():
 
 
 def test_what_cannot_be_read_is_skipped_never_ok():
-    report = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=True, backend="gpu")
+    report = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=False, backend="gpu")
     checks = _by_name(report)
     assert checks["low-power-mode"].status == "skip" and checks["thermal"].status == "skip"
     assert report.text().splitlines()[-1] == "fit: 4 ok, 0 warnings, 2 not readable"
+    strict = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=True, backend="gpu")
+    checks = _by_name(strict)
+    assert strict.exit_code == 1 and checks["thermal"].status == "fail" and "could not be read" in checks["thermal"].detail
+    assert checks["low-power-mode"].status == "skip", "an older macOS without the setting stays a skip"
     assert health.check(mac(**{"pmset -g batt": "pmset-batt-desktop.txt"}), performance=True, backend="gpu").exit_code == 0
 
 

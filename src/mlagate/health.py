@@ -270,8 +270,14 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
             checks.append(Check("cuda", "ok", "; ".join(f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C" for g in gpus)))
             apps = system.run("nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader")
             others = [line.strip() for line in (apps or "").splitlines() if line.strip()]
-            checks.append(Check("gpu-processes", "ok" if not others else _strict(performance), "no compute process on the GPU" if not others else f"compute processes: {'; '.join(others[:3])}"))
+            if apps is None:
+                checks.append(Check("gpu-processes", "skip", "nvidia-smi could not list compute processes"))
+            else:
+                checks.append(Check("gpu-processes", "ok" if not others else _strict(performance), "no compute process on the GPU" if not others else f"compute processes: {'; '.join(others[:3])}"))
     return checks
+
+
+MUST_READ_FOR_PERFORMANCE = ("power", "thermal", "memory", "mlx-processes", "gpu-processes")
 
 
 def check(system: System, performance: bool = False, backend: str = "cpu", min_free_gb: float | None = None) -> Report:
@@ -283,4 +289,7 @@ def check(system: System, performance: bool = False, backend: str = "cpu", min_f
         checks = check_linux(system, performance, backend, need)
     else:
         checks = [Check("system", "fail", f"no health checks for {system.sysname}")]
+    if performance:  # timings from a machine whose power, heat, memory or other load is unknown are not taken
+        checks = [Check(c.name, "fail", f"could not be read, and a performance runner must show it: {c.detail}")
+                  if c.status == "skip" and c.name in MUST_READ_FOR_PERFORMANCE else c for c in checks]
     return Report(system.sysname, performance, backend, checks)
