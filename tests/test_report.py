@@ -236,3 +236,18 @@ def test_one_case_id_on_two_runners_keeps_both():
     assert metal["case_id"] == cuda["case_id"]
     merged = report.merge([("a", [metal]), ("b", [cuda])], "c0")
     assert merged["counts"]["fail"] == 1 and merged["counts"]["pass"] == 1 and not merged["superseded"]
+
+
+def test_cases_merge_found_missing_are_shown_everywhere(tmp_path):
+    folder = write_results(tmp_path / "merged", [result(verdict="pass")])
+    (folder / "merge.json").write_text(json.dumps({"schema": "mlagate.merge/1", "missing": ["linux-cpu::probes::x::y::g::float32::cpu"],
+                                                   "missing_shards": ["2/2 of runner linux-cpu"], "unplanned": []}))
+    outcome = report.build([folder], tmp_path / "out", commit="c1")
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert 'id="gaps"' in html and "missing linux-cpu::probes::x::y::g::float32::cpu" in html and "missing shard 2/2 of runner linux-cpu" in html
+    assert "Not a complete run: 1 planned cases without a result, 1 missing shards" in (tmp_path / "out" / "summary.md").read_text()
+    root = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    assert root.get("errors") == "1" and root.get("tests") == "2"
+    assert outcome.merged["gaps"]["missing_shards"] == ["2/2 of runner linux-cpu"]
+    clean = report.build([write_results(tmp_path / "clean", [result(verdict="pass")])], tmp_path / "out2", commit="c2")
+    assert "gaps" not in clean.merged and 'id="gaps"' not in (tmp_path / "out2" / "index.html").read_text()

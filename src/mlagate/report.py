@@ -353,6 +353,7 @@ h3{font-size:15px;margin:16px 0 6px} .meta{color:#555;font-size:13px} code{backg
 table{border-collapse:collapse;font-size:12px} th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f5f5f5}
 .counts span{display:inline-block;margin-right:10px;padding:3px 8px;border-radius:4px;color:#fff;font-weight:bold;font-size:13px}
 .v-pass{background:#2e9d4a}.v-fail{background:#d0312d}.v-invalid{background:#e8a317}.v-argued{background:#9aa0a6}
+.gaps{border:2px solid #d0312d;padding:.2em .8em;margin:.5em 0}
 .chip{display:inline-block;min-width:16px;height:16px;line-height:16px;margin:1px;padding:0 2px;border-radius:3px;color:#fff;font-size:10px;font-weight:bold;text-align:center;text-decoration:none}
 .chip.v-invalid{background:repeating-linear-gradient(45deg,#e8a317,#e8a317 4px,#c98a0a 4px,#c98a0a 8px)}
 .chip.v-argued{border:1px dashed #555;color:#222;background:#e4e6e8}
@@ -490,6 +491,12 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                + (f' · <a href="{_e(history_link)}">history</a>' if history_link else "")
                + (f' · {len(merged.get("superseded", []))} superseded by later runs of the same case' if merged.get("superseded") else "") + "</p>")
     out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{c.get(v, 0)} {"argued-not-measured" if v == "argued" else v}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
+    gaps = merged.get("gaps") or {}
+    if any(gaps.values()):
+        listed = [f"missing {x}" for x in gaps.get("missing", [])] + [f"missing shard {x}" for x in gaps.get("missing_shards", [])] + [f"unplanned {x}" for x in gaps.get("unplanned", [])]
+        out.append(f'<div class="gaps" id="gaps"><p><strong>Not a complete run:</strong> {len(gaps.get("missing", []))} planned cases have no result, '
+                   f'{len(gaps.get("missing_shards", []))} shards are missing, {len(gaps.get("unplanned", []))} results were not planned.</p><ul>'
+                   + "".join(f"<li><code>{_e(x)}</code></li>" for x in listed[:200]) + "</ul></div>")
     out.append('<nav><a href="#s-matrix">verdict matrix</a><a href="#s-problems">failing and invalid</a><a href="#s-plots">plots</a>'
                '<a href="#s-env">environment</a><a href="#s-cases">all cases</a></nav>')
     out.append('<h2 id="s-matrix">Verdict matrix</h2>')
@@ -536,7 +543,7 @@ def write_commit(merged: dict, out: Path, history_link: str | None = None) -> li
     for p in plot_list:
         (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")
     _atomic(out / "merged.json", json.dumps(merged, indent=1))
-    _atomic(out / "junit.xml", junit.render(merged["results"]))
+    _atomic(out / "junit.xml", junit.render(merged["results"], (merged.get("gaps") or {}).get("missing", [])))
     _atomic(out / "summary.md", summary.render(merged))
     _atomic(out / "index.html", page(merged, plot_list, history_link))
     return plot_list
@@ -548,6 +555,22 @@ def _atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
+    """What `mlagate merge` found missing (cases, shards) or unplanned, from a merge.json beside a source."""
+    gaps: dict[str, list[str]] = {"missing": [], "missing_shards": [], "unplanned": []}
+    for src in sources:
+        path = Path(src) / "merge.json"
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ReportError(f"{path}: not a readable merge record ({exc})") from None
+        for key in gaps:
+            gaps[key] += [str(x) for x in data.get(key) or []]
+    return gaps
+
+
 def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False) -> Outcome:
     """Load, merge and render; with history, add this commit to it and rebuild the index."""
     from mlagate import history as history_mod
@@ -555,6 +578,7 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     if not sources:
         raise ReportError("report: give one or more result folders, archives or merged.json files")
     loaded = [(str(p), load_source(p)) for p in sources]
+    gaps = merge_gaps(sources)
     sha, when = git_commit()
     earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
     if not commit and len(sources) == 1 and earlier.name == "merged.json" and earlier.exists():
@@ -566,6 +590,8 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
         raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
     merged = merge(loaded, commit, when)
+    if any(gaps.values()):
+        merged["gaps"] = gaps
     link = None
     if history is not None:
         link = os.path.relpath(Path(history) / "index.html", Path(out))

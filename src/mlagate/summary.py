@@ -23,6 +23,10 @@ def render(merged: dict, max_problems: int = 50) -> str:
     out = [f"## mlagate: commit `{_md(merged['commit'])}`", "",
            f"**{c.get('pass', 0)} passed, {c.get('fail', 0)} failed, {c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured** "
            f"({len(rows)} cases)", "", "| suite | pass | fail | invalid | argued |", "|---|---:|---:|---:|---:|"]
+    gaps = merged.get("gaps") or {}
+    if any(gaps.values()):
+        out[2:2] = [f"**Not a complete run: {len(gaps.get('missing', []))} planned cases without a result, {len(gaps.get('missing_shards', []))} missing shards, "
+                    f"{len(gaps.get('unplanned', []))} unplanned results** (merge.json)", ""]
     by_suite: dict[str, dict[str, int]] = {}
     for r in rows:
         by_suite.setdefault(r["suite"], {v: 0 for v in VERDICTS})[r["verdict"]] += 1
