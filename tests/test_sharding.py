@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,28 @@ def test_the_gate_plan_refuses_an_unregistered_module_and_bad_options(fake_matri
     assert proc.returncode == 2 and "no runner has gate: true" in proc.stderr
     proc = cli("plan", "--matrix", fake_matrix, "--shards", "2", cache=fake_cache)
     assert proc.returncode == 2 and "--shards and --manifest go with --format github" in proc.stderr
+
+
+def test_a_shard_the_plan_left_empty_is_not_missing(tmp_path):
+    from mlagate import merge, results
+
+    def shard_dir(i: int, case_id: str) -> Path:
+        d = tmp_path / f"s{i}"
+        (d / "results").mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"schema": "mlagate.manifest/1", "runner": "linux-cpu", "profile": "quick", "backend": "cpu",
+                                                      "shard": f"{i}/3", "plan": "p", "cases": [case_id]}))
+        suite, module, arm, geometry, dtype, backend = case_id.split("::")
+        r = results.Result(case={"id": case_id, "suite": suite, "module": module, "arm": arm, "geometry": geometry, "dtype": dtype,
+                                 "backend": backend, "profile": "quick", "runner": "linux-cpu"}, verdict="pass", reason="ok", evidence="synthetic")
+        (d / "results" / "r.json").write_text(json.dumps(r.to_json()))
+        return d
+
+    ids = ["probes::m/a::arm::g::float32::cpu", "probes::m/b::arm::g::float32::cpu"]
+    dirs = [shard_dir(1, ids[0]), shard_dir(2, ids[1])]
+    jobs = [{"runner": "linux-cpu", "shard": f"{i}/3", "case_ids": cids} for i, cids in ((1, [ids[0]]), (2, [ids[1]]), (3, []))]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schema": "mlagate.plan/1", "jobs": jobs}))
+    planned = merge.merge(dirs, tmp_path / "m1", plan)
+    assert planned.missing_shards == [] and planned.exit_code == 0, planned.text()
+    unplanned = merge.merge(dirs, tmp_path / "m2")
+    assert unplanned.missing_shards and "3/3 of runner linux-cpu" in unplanned.missing_shards[0], "without the plan an absent shard is reported"

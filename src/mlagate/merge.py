@@ -95,8 +95,10 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
             seen[key] = path
             rows.append((row, path))
 
+    planned_shards = None  # (runner, "i/N") of the plan's jobs that hold cases
     if plan is not None:
         expected = _planned(plan)
+        planned_shards = {(job["runner"], job["shard"]) for job in _read(plan, PLAN_SCHEMA, "plan")["jobs"] if job["case_ids"]}
     else:
         expected = [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]]
     have = {f"{r}::{c}" for r, c in seen}
@@ -113,6 +115,8 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
         counts[key] = n
     for key, present in sorted(groups.items()):
         for i in range(1, counts[key] + 1):
+            if planned_shards is not None and (key[0], f"{i}/{counts[key]}") not in planned_shards:
+                continue  # the plan gave this shard no case: no job ran for it
             if i not in present:
                 missing_shards.append(f"{i}/{counts[key]} of runner {key[0]} (profile {key[1]}, plan {key[2]}): no manifest, its job did not run or its artifact is missing")
 
