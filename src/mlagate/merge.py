@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +48,24 @@ def _results_dir(d: Path) -> Path:
     return d / "results" if (d / "results").is_dir() or (d / MANIFEST).is_file() else d
 
 
+_KEYS = {"manifest": ("runner", "profile", "shard", "plan", "cases"), "plan": ("jobs",), "job": ("runner", "shard", "case_ids")}
+
+
 def _read(path: Path, schema: str, what: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise MergeError(f"{path}: not a readable {what} ({exc})") from None
-    if data.get("schema") != schema:
-        raise MergeError(f"{path}: schema is {data.get('schema')!r}, expected {schema}")
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        raise MergeError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {schema}")
+    items = [(what, data)] + ([(f"jobs[{i}]", j) for i, j in enumerate(data["jobs"])] if what == "plan" and isinstance(data.get("jobs"), list) else [])
+    for where, item in items:
+        keys = _KEYS["job" if where.startswith("jobs[") else what]
+        lacking = [k for k in keys if not isinstance(item, dict) or k not in item]
+        if lacking:
+            raise MergeError(f"{path}: {where}: missing key {lacking[0]!r}")
+    if what == "manifest" and not re.fullmatch(r"\d+/\d+", str(data["shard"])):
+        raise MergeError(f"{path}: shard: {data['shard']!r} is not I/N")
     return data
 
 
