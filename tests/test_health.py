@@ -109,6 +109,7 @@ def test_parsers_on_recorded_outputs():
     assert health.parse_vm_stat((REC / "vm_stat-ok.txt").read_text()) == (823456 + 600000 + 12345) * 16384
     assert health.parse_meminfo((REC / "meminfo.txt").read_text()) == (19876512 * 1024, 24598192 * 1024)
     assert health.parse_nvidia((REC / "nvidia-smi-gpu.txt").read_text())[0]["name"] == "NVIDIA H200"
+    assert health.parse_nvidia("NVIDIA H200, [N/A], 143771, [N/A], 0x0")[0]["used_mib"] == "[N/A]", "unreadable fields stay as printed"
     assert health.mlx_processes((REC / "ps-busy.txt").read_text(), {900}) == [(812, "/opt/homebrew/bin/python3 -m mlx_lm.server --model mlx-community/GLM-4.7-Flash-4bit --port 8080")]
 
 

@@ -181,8 +181,16 @@ def parse_nvidia(query: str) -> list[dict]:
     for line in query.strip().splitlines():
         cols = [c.strip() for c in line.split(",")]
         if len(cols) >= 5:
-            gpus.append({"name": cols[0], "used_mib": int(cols[1]), "total_mib": int(cols[2]), "temp_c": int(cols[3]), "throttle": cols[4]})
+            gpus.append({"name": cols[0], "used_mib": _number(cols[1]), "total_mib": _number(cols[2]), "temp_c": _number(cols[3]), "throttle": cols[4]})
     return gpus
+
+
+def _number(field: str) -> int | str:
+    """An nvidia-smi number, or the field as printed ("[N/A]", "[Not Supported]") when it is none."""
+    try:
+        return int(float(field))
+    except ValueError:
+        return field
 
 
 # --- checks --------------------------------------------------------------------------
