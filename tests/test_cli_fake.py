@@ -60,3 +60,16 @@ def test_an_unregistered_module_fails_the_plan_naming_it(fake_matrix, fake_cache
     proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
     assert proc.returncode == 1
     assert "fakemla.models.opaque:OpaqueAttention" in proc.stderr
+
+
+def test_an_earlier_runs_results_are_set_aside_not_counted(fake_matrix, fake_cache, tmp_path, run_cli):
+    out = tmp_path / "out"
+    (out / "results").mkdir(parents=True)
+    planted = {"schema": "mlagate.result/1", "case_id": "probes::fake/offbyone::fake-stock::tiny::float32::cpu", "verdict": "pass"}
+    (out / "results" / "stale.json").write_text(json.dumps(planted))
+    proc = run_cli("run", "--matrix", fake_matrix, "--suite", "probes", "--module", "fake/fixed", "--out", out, cache=fake_cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "earlier results in" in proc.stderr
+    assert not (out / "results" / "stale.json").exists()
+    assert list((out / "previous").glob("*/results/stale.json")), "set aside, not deleted"
+    assert {json.loads(p.read_text())["module"] for p in (out / "results").glob("*.json")} == {"fake/fixed"}

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +121,19 @@ class RunOutcome:
         return self.summary.exit_code
 
 
+def set_aside(out: Path) -> Path | None:
+    """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>/), so that a
+    case this run does not finish cannot be counted with an old verdict; nothing is deleted."""
+    earlier = out / "results"
+    if not earlier.is_dir() or not any(earlier.glob("*.json")):
+        return None
+    target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target.mkdir(parents=True, exist_ok=True)
+    earlier.rename(target / "results")
+    print(f"mlagate: earlier results in {earlier} moved to {target / 'results'}", file=sys.stderr)
+    return target / "results"
+
+
 def run(
     matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
     workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None, aa: bool = False,
@@ -136,6 +150,7 @@ def run(
         gap = outcome.gaps[0]
         raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
     cases = outcome.cases
+    set_aside(out)
     case_file = None
     if shard_spec is not None:
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
