@@ -70,6 +70,9 @@ def load_costs(path: Path | None = None) -> Costs:
         raise ShardError(f"{path}: not a readable cost table ({exc})") from None
     if data.get("schema") != COSTS_SCHEMA or not isinstance(data.get("suites"), dict):
         raise ShardError(f"{path}: schema is {data.get('schema')!r}, expected {COSTS_SCHEMA} with a 'suites' mapping")
+    for name, suite in data["suites"].items():
+        if not isinstance(suite, dict) or not isinstance(suite.get("default"), (int, float)):
+            raise ShardError(f"{path}: suites.{name}.default: expected a number of seconds")
     return Costs(data["suites"], data.get("source", ""))
 
 
