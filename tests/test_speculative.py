@@ -31,6 +31,15 @@ def _suite(matrix, out, cache, *extra):
     return proc, rows
 
 
+def _synthetic_row(tmp_path, cache, text: str, arm: str) -> dict:
+    """The synthetic case of one arm, run on an edited copy of the fixture matrix."""
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text)
+    _, got = _suite(matrix, tmp_path / "out", cache, "--mlagate-arm", arm)
+    return next(r for r in got if r["evidence"] == "synthetic")
+
+
 @pytest.fixture(scope="module")
 def defect_run(tmp_path_factory, real_cache):
     out = tmp_path_factory.mktemp("spec")
@@ -65,13 +74,9 @@ def test_a_planted_verify_defect_fails_token_identity(defect_run):
 
 @pytest.mark.arms
 def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, real_cache):
-    shutil.copy(PATCH, tmp_path / PATCH.name)
     text = MATRIX.read_text().replace("float32: {cpu: 1.0e-4,", "float32: {cpu: 1.0,")
     assert "cpu: 1.0," in text
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-verify-defect")
-    row = next(r for r in got if r["evidence"] == "synthetic")
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-verify-defect")
     assert row["verdict"] == "invalid" and "undecidable" in row["reason"], row["reason"]
     assert row["metrics"]["token_identity"]["decisive"] == 0 < row["metrics"]["token_identity"]["count"]
 
@@ -81,11 +86,7 @@ def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, r
     text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 384]}").replace("samples: {quick: 1}", "samples: {quick: 3}")
     text = text.replace("min_ratio_retained: 0.05", "min_ratio_retained: 0.9")
     assert "[32, 384]" in text and "0.9" in text
-    shutil.copy(PATCH, tmp_path / PATCH.name)
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
-    row = next(r for r in got if r["evidence"] == "synthetic")
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
     assert row["verdict"] == "fail" and "loses ground with context" in row["reason"], row["reason"]
     gate = row["metrics"]["gate"]
     assert gate["interval"][1] < 0.9 and gate["from_context"] == 32 and gate["to_context"] == 384
@@ -94,11 +95,7 @@ def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, r
 @pytest.mark.arms
 def test_one_context_cannot_decide_the_ratio_gate(tmp_path, real_cache):
     text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32]}")
-    shutil.copy(PATCH, tmp_path / PATCH.name)
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
-    row = next(r for r in got if r["evidence"] == "synthetic")
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
     assert row["verdict"] == "invalid" and "two context lengths" in row["reason"], row["reason"]
 
 
