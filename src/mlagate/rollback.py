@@ -232,7 +232,8 @@ def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
 # --- comparison ---------------------------------------------------------------------------
 
 
-def _ulp(magnitude: float, bits: int) -> float:
+def ulp(magnitude: float, bits: int) -> float:
+    """One unit in the last place of a dtype with `bits` mantissa bits, at `magnitude`."""
     return 2.0 ** (math.floor(math.log2(magnitude)) - bits) if magnitude > 0 else 2.0**-149
 
 
@@ -245,7 +246,7 @@ def _array_ulps(mx, a, b, bits: int) -> float:
     magnitude = mx.max(mx.abs(b64)).item() if b64.size else 0.0
     if not b64.size:
         return 0.0
-    return mx.max(mx.abs(a64 - b64)).item() / _ulp(magnitude, bits)
+    return mx.max(mx.abs(a64 - b64)).item() / ulp(magnitude, bits)
 
 
 def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps: float) -> dict:
@@ -261,7 +262,7 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
     if common:
         R = mx.stack([ref.logits[p] for p in common])
         T = mx.stack([tested.logits[p] for p in common])
-        unit = _ulp(mx.max(mx.abs(R)).item(), bits)
+        unit = ulp(mx.max(mx.abs(R)).item(), bits)
         err = (mx.max(mx.abs(T - R), axis=-1) / unit).tolist()
         top2 = mx.topk(R, 2, axis=-1)
         margins = ((mx.max(top2, axis=-1) - mx.min(top2, axis=-1)) / unit).tolist()

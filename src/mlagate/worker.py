@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import importlib
 import json
-import math
 import os
 import platform
 import sys
@@ -167,9 +166,8 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
         with mx.stream(mx.cpu):
             ref = ref.astype(mx.float64)
             outs = {name: out.astype(mx.float64) for name, out in outs.items()}
-            bits = {"float32": 23, "bfloat16": 7, "float16": 10}[req["dtype"]]
             magnitude = mx.max(mx.abs(ref)).item()
-            ulp = 2.0 ** (math.floor(math.log2(magnitude)) - bits) if magnitude > 0 else 2.0**-149
+            ulp = rollback.ulp(magnitude, rollback.BITS[req["dtype"]])
             stats = {"magnitude": magnitude, "ulp": ulp, "paths": paths}
             for name, out in outs.items():
                 stats[name] = _err_stats(mx, mx.abs(out - ref) / ulp)
