@@ -64,7 +64,7 @@ def test_a_module_name_holding_markup_renders_as_text(tmp_path):
 
 def test_the_markup_check_catches_an_unescaped_page(monkeypatch):
     """The escaping test can fail: with escaping switched off, the planted markup is found."""
-    monkeypatch.setattr(report, "_e", str)
+    monkeypatch.setattr(report, "esc", str)
     merged = report.merge([("planted", markup_rows())], "abc")
     assert raw_markup(report.page(merged))
 
@@ -92,7 +92,7 @@ def test_the_reference_report_holds_every_case_and_every_output(reference_report
     html = (out / "index.html").read_text()
     for r in merged["results"]:
         if r["verdict"] in ("fail", "invalid"):
-            assert report._e(r["replay"]) in html and report._e(r["reason"]) in html
+            assert report.esc(r["replay"]) in html and report.esc(r["reason"]) in html
     kinds = {p.kind for p in reference_report.plots}
     assert kinds == {"marginal", "crossover", "equivalence", "throughput"}
     assert len(list((out / "plots").glob("*.svg"))) == len(reference_report.plots) == html.count('<figure class="plot"')

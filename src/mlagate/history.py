@@ -13,9 +13,7 @@ Steps are found by mlagate.stats.detect_steps (its docstring states the rule).
 from __future__ import annotations
 
 import json
-import os
 import time
-from html import escape
 from pathlib import Path
 
 from mlagate import plots, report, stats
@@ -87,9 +85,7 @@ def _figures(folder: Path) -> dict | None:
     merged = report.load_merged(merged_path)
     data = {"schema": FIGURES_SCHEMA, "figures_version": sorted(FIGURES), "commit": merged["commit"], "commit_time": merged.get("commit_time"),
             "counts": merged["counts"], "figures": key_figures(merged["results"])}
-    tmp = fig_path.with_name(f".figures.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, fig_path)
+    report.write_atomic(fig_path, json.dumps(data))
     return data
 
 
@@ -108,9 +104,7 @@ def render_index(history: Path) -> Path:
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     html = index_page(commits)
     out = Path(history) / "index.html"
-    tmp = out.with_name(f".index.{os.getpid()}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
+    report.write_atomic(out, html)
     return out
 
 
@@ -129,10 +123,6 @@ def trends(commits: list[dict]) -> list[dict]:
         module, fig, arm, geo, backend = k.split("|")
         out.append({"key": k, "module": module, "figure": fig, "arm": arm, "geometry": geo, "backend": backend, "values": values, "steps": steps})
     return out
-
-
-def _e(v) -> str:
-    return escape("" if v is None else str(v), quote=True)
 
 
 def _fmt(v: float | None, unit: str) -> str:
@@ -159,16 +149,16 @@ def index_page(commits: list[dict]) -> str:
     for s in series:
         by_module.setdefault(s["module"], []).append(s)
     for module in sorted(by_module):
-        out.append(f'<h3>{_e(module)}</h3><table class="trend"><thead><tr><th>figure</th><th>arm</th><th>geometry</th><th>backend</th><th>trend (oldest → newest)</th><th>first</th><th>latest</th><th>steps</th></tr></thead><tbody>')
+        out.append(f'<h3>{report.esc(module)}</h3><table class="trend"><thead><tr><th>figure</th><th>arm</th><th>geometry</th><th>backend</th><th>trend (oldest → newest)</th><th>first</th><th>latest</th><th>steps</th></tr></thead><tbody>')
         for s in sorted(by_module[module], key=lambda s: (list(FIGURES).index(s["figure"]) if s["figure"] in FIGURES else 99, s["arm"], s["geometry"], s["backend"])):
             label, unit = FIGURES.get(s["figure"], (s["figure"], ""))
             present = [v for v in s["values"] if v is not None]
             spark = plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{module} {label} {s['arm']}")
             step_txt = "; ".join(
-                f'<a href="{_e(commits[st["index"]]["commit"])}/index.html">{_e(commits[st["index"]]["commit"][:8])}</a> '
-                f'{_e(_fmt(st["before"], unit))} → {_e(_fmt(st["after"], unit))}' for st in s["steps"])
-            out.append(f'<tr><td>{_e(label)} ({_e(unit)})</td><td>{_e(s["arm"])}</td><td>{_e(s["geometry"])}</td><td>{_e(s["backend"])}</td><td>{spark}</td>'
-                       f'<td>{_e(_fmt(present[0] if present else None, unit))}</td><td>{_e(_fmt(present[-1] if present else None, unit))}</td>'
+                f'<a href="{report.esc(commits[st["index"]]["commit"])}/index.html">{report.esc(commits[st["index"]]["commit"][:8])}</a> '
+                f'{report.esc(_fmt(st["before"], unit))} → {report.esc(_fmt(st["after"], unit))}' for st in s["steps"])
+            out.append(f'<tr><td>{report.esc(label)} ({report.esc(unit)})</td><td>{report.esc(s["arm"])}</td><td>{report.esc(s["geometry"])}</td><td>{report.esc(s["backend"])}</td><td>{spark}</td>'
+                       f'<td>{report.esc(_fmt(present[0] if present else None, unit))}</td><td>{report.esc(_fmt(present[-1] if present else None, unit))}</td>'
                        f'<td class="{"step" if s["steps"] else ""}">{step_txt}</td></tr>')
         out.append("</tbody></table>")
     out.append('<h2>Commits</h2><table id="commits"><thead><tr><th>#</th><th>commit</th><th>commit time</th><th>pass</th><th>fail</th><th>invalid</th><th>argued</th><th>steps at this commit</th></tr></thead><tbody>')
@@ -176,8 +166,8 @@ def index_page(commits: list[dict]) -> str:
         idx = len(commits) - 1 - i
         n = c["counts"]
         flagged = steps_at.get(idx, [])
-        out.append(f'<tr><td>{idx + 1}</td><td><a href="{_e(c["commit"])}/index.html"><code>{_e(c["commit"][:12])}</code></a></td><td>{_e(c.get("commit_time"))}</td>'
+        out.append(f'<tr><td>{idx + 1}</td><td><a href="{report.esc(c["commit"])}/index.html"><code>{report.esc(c["commit"][:12])}</code></a></td><td>{report.esc(c.get("commit_time"))}</td>'
                    f'<td>{n.get("pass", 0)}</td><td>{n.get("fail", 0)}</td><td>{n.get("invalid", 0)}</td><td>{n.get("argued", 0)}</td>'
-                   f'<td class="{"step" if flagged else ""}">{_e("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
+                   f'<td class="{"step" if flagged else ""}">{report.esc("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
     out.append("</tbody></table></body></html>")
     return "".join(out)

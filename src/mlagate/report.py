@@ -366,7 +366,8 @@ pre{white-space:pre-wrap;font-size:11px;background:#f7f7f7;padding:6px;max-heigh
 """
 
 
-def _e(v) -> str:
+def esc(v) -> str:
+    """Text for HTML: None as empty, everything escaped (quotes too: safe in attributes)."""
     return escape("" if v is None else str(v), quote=True)
 
 
@@ -389,13 +390,13 @@ def verdict_matrix(rows: list[dict]) -> str:
     out = ['<div id="verdict-matrix">']
     for (backend, runner), env_rows in sorted(by_env.items()):
         devices = sorted({str((r.get("fingerprint") or {}).get("device")) for r in env_rows if (r.get("fingerprint") or {}).get("device")})
-        out.append(f'<h3>backend {_e(backend)} · runner {_e(runner)}{" · " + _e(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
+        out.append(f'<h3>backend {esc(backend)} · runner {esc(runner)}{" · " + esc(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
         cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
         for r in env_rows:
             cells.setdefault((r["module"], r["arm"]), {}).setdefault(r["suite"], []).append(r)
-        out.append('<table class="matrix"><thead><tr><th>module</th><th>arm</th>' + "".join(f"<th>{_e(s)}</th>" for s in suites) + "</tr></thead><tbody>")
+        out.append('<table class="matrix"><thead><tr><th>module</th><th>arm</th>' + "".join(f"<th>{esc(s)}</th>" for s in suites) + "</tr></thead><tbody>")
         for (module, arm), by_suite in sorted(cells.items()):
-            out.append(f"<tr><th>{_e(module)}</th><td>{_e(arm)}</td>")
+            out.append(f"<tr><th>{esc(module)}</th><td>{esc(arm)}</td>")
             for s in suites:
                 rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], _geo(r), r.get("dtype", "")))
                 if not rs:
@@ -405,7 +406,7 @@ def verdict_matrix(rows: list[dict]) -> str:
                 for r in rs:
                     mark = EVIDENCE_MARK.get(r.get("evidence"), "?")
                     tip = f"{r['verdict']} · {r.get('evidence')} · {_geo(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
-                    chips.append(f'<a class="chip v-{_e(r["verdict"])}" href="#{_e(case_anchor(r["case_id"]))}" title="{_e(tip[:300])}" data-verdict="{_e(r["verdict"])}">{mark}</a>')
+                    chips.append(f'<a class="chip v-{esc(r["verdict"])}" href="#{esc(case_anchor(r["case_id"]))}" title="{esc(tip[:300])}" data-verdict="{esc(r["verdict"])}">{mark}</a>')
                 out.append(f'<td class="cell">{"".join(chips)}</td>')
             out.append("</tr>")
         out.append("</tbody></table>")
@@ -439,15 +440,15 @@ def environments(rows: list[dict]) -> str:
             vals = []
             for e in envs.values():
                 v = e.get(k)
-                vals.append(f"<td>{_e(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)}</td>")
-            out.append(f"<tr><th>{_e(k)}</th>{''.join(vals)}</tr>")
+                vals.append(f"<td>{esc(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)}</td>")
+            out.append(f"<tr><th>{esc(k)}</th>{''.join(vals)}</tr>")
         out.append("</tbody></table>")
     else:
         out.append("<p>No result holds a fingerprint (argued rows run nothing).</p>")
     if arms:
         out.append("<h3>Arms</h3><table><thead><tr><th>arm</th><th>version</th><th>cache key</th><th>backend</th></tr></thead><tbody>")
         for (arm, ver, key, backend) in sorted(arms, key=lambda t: tuple(str(x) for x in t)):
-            out.append(f"<tr><td>{_e(arm)}</td><td>{_e(ver)}</td><td><code>{_e(key)}</code></td><td>{_e(backend)}</td></tr>")
+            out.append(f"<tr><td>{esc(arm)}</td><td>{esc(ver)}</td><td><code>{esc(key)}</code></td><td>{esc(backend)}</td></tr>")
         out.append("</tbody></table>")
     return "".join(out)
 
@@ -458,10 +459,10 @@ def problems(rows: list[dict]) -> str:
         return '<p id="problems">No failing or invalid case.</p>'
     out = ['<table id="problems"><thead><tr><th>verdict</th><th>suite</th><th>module</th><th>arm</th><th>geometry</th><th>dtype · backend</th><th>reason</th><th>replay</th></tr></thead><tbody>']
     for r in bad:
-        stderr = f"<details><summary>worker output</summary><pre>{_e(r['stderr'][-4000:])}</pre></details>" if r.get("stderr") else ""
-        out.append(f'<tr class="problem {_e(r["verdict"])}" id="{_e(case_anchor(r["case_id"]))}"><td><span class="chip v-{_e(r["verdict"])}">{_e(r["verdict"])}</span></td>'
-                   f'<td>{_e(r["suite"])}</td><td>{_e(r["module"])}</td><td>{_e(r["arm"])}</td><td>{_e(_geo(r))}</td><td>{_e(r.get("dtype"))} · {_e(r.get("backend"))}</td>'
-                   f'<td class="reason">{_e(r.get("reason", ""))}{stderr}</td><td><code class="replay">{_e(r.get("replay", ""))}</code></td></tr>')
+        stderr = f"<details><summary>worker output</summary><pre>{esc(r['stderr'][-4000:])}</pre></details>" if r.get("stderr") else ""
+        out.append(f'<tr class="problem {esc(r["verdict"])}" id="{esc(case_anchor(r["case_id"]))}"><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"])}</span></td>'
+                   f'<td>{esc(r["suite"])}</td><td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(_geo(r))}</td><td>{esc(r.get("dtype"))} · {esc(r.get("backend"))}</td>'
+                   f'<td class="reason">{esc(r.get("reason", ""))}{stderr}</td><td><code class="replay">{esc(r.get("replay", ""))}</code></td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -470,10 +471,10 @@ def case_table(rows: list[dict]) -> str:
     out = ['<table id="cases"><thead><tr><th>verdict</th><th>evidence</th><th>suite</th><th>module</th><th>arm</th><th>geometry</th><th>dtype</th><th>backend</th><th>s</th><th>reason</th></tr></thead><tbody>']
     listed = {r["case_id"] for r in rows if r["verdict"] in ("fail", "invalid")}
     for r in sorted(rows, key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"])):
-        anchor = "" if r["case_id"] in listed else f' id="{_e(case_anchor(r["case_id"]))}"'
-        out.append(f'<tr{anchor}><td><span class="chip v-{_e(r["verdict"])}">{_e(r["verdict"][0].upper())}</span></td><td>{_e(r.get("evidence"))}</td><td>{_e(r["suite"])}</td>'
-                   f'<td>{_e(r["module"])}</td><td>{_e(r["arm"])}</td><td>{_e(_geo(r))}</td><td>{_e(r.get("dtype"))}</td><td>{_e(r.get("backend"))}</td>'
-                   f'<td>{_e(r.get("duration_s"))}</td><td>{_e(r.get("reason", ""))}</td></tr>')
+        anchor = "" if r["case_id"] in listed else f' id="{esc(case_anchor(r["case_id"]))}"'
+        out.append(f'<tr{anchor}><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"][0].upper())}</span></td><td>{esc(r.get("evidence"))}</td><td>{esc(r["suite"])}</td>'
+                   f'<td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(_geo(r))}</td><td>{esc(r.get("dtype"))}</td><td>{esc(r.get("backend"))}</td>'
+                   f'<td>{esc(r.get("duration_s"))}</td><td>{esc(r.get("reason", ""))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -484,11 +485,11 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     plot_list = all_plots(rows) if plot_list is None else plot_list
     c = merged["counts"]
     head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
-            f'<link rel="icon" href="data:,"><title>mlagate report {_e(merged["commit"][:12])}</title><style>{CSS}</style></head><body>')
-    out = [head, f'<h1>mlagate report · commit <code id="commit">{_e(merged["commit"])}</code></h1>']
+            f'<link rel="icon" href="data:,"><title>mlagate report {esc(merged["commit"][:12])}</title><style>{CSS}</style></head><body>')
+    out = [head, f'<h1>mlagate report · commit <code id="commit">{esc(merged["commit"])}</code></h1>']
     srcs = ", ".join(f"{s['name']} ({s['results']})" for s in merged.get("sources", []))
-    out.append(f'<p class="meta">commit time {_e(merged.get("commit_time"))} · rendered {_e(merged.get("created"))} from {len(rows)} results: {_e(srcs)}'
-               + (f' · <a href="{_e(history_link)}">history</a>' if history_link else "")
+    out.append(f'<p class="meta">commit time {esc(merged.get("commit_time"))} · rendered {esc(merged.get("created"))} from {len(rows)} results: {esc(srcs)}'
+               + (f' · <a href="{esc(history_link)}">history</a>' if history_link else "")
                + (f' · {len(merged.get("superseded", []))} superseded by later runs of the same case' if merged.get("superseded") else "") + "</p>")
     out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{c.get(v, 0)} {"argued-not-measured" if v == "argued" else v}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
     gaps = merged.get("gaps") or {}
@@ -496,7 +497,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
         listed = [f"missing {x}" for x in gaps.get("missing", [])] + [f"missing shard {x}" for x in gaps.get("missing_shards", [])] + [f"unplanned {x}" for x in gaps.get("unplanned", [])]
         out.append(f'<div class="gaps" id="gaps"><p><strong>Not a complete run:</strong> {len(gaps.get("missing", []))} planned cases have no result, '
                    f'{len(gaps.get("missing_shards", []))} shards are missing, {len(gaps.get("unplanned", []))} results were not planned.</p><ul>'
-                   + "".join(f"<li><code>{_e(x)}</code></li>" for x in listed[:200]) + "</ul></div>")
+                   + "".join(f"<li><code>{esc(x)}</code></li>" for x in listed[:200]) + "</ul></div>")
     out.append('<nav><a href="#s-matrix">verdict matrix</a><a href="#s-problems">failing and invalid</a><a href="#s-plots">plots</a>'
                '<a href="#s-env">environment</a><a href="#s-cases">all cases</a></nav>')
     out.append('<h2 id="s-matrix">Verdict matrix</h2>')
@@ -507,12 +508,12 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     out.append('<h2 id="s-plots">Plots</h2>')
     for kind, heading, _, blurb in PLOT_SECTIONS:
         ps = [p for p in plot_list if p.kind == kind]
-        out.append(f'<h3>{_e(heading)}</h3><p class="meta">{_e(blurb)}</p><div class="plots" id="plots-{kind}">')
+        out.append(f'<h3>{esc(heading)}</h3><p class="meta">{esc(blurb)}</p><div class="plots" id="plots-{kind}">')
         if not ps:
             ps = [Plot(kind, f"{kind}-no-data", heading, plots.no_data(heading, f"no data: no {kind} results in this report"))]
         for p in ps:
-            out.append(f'<figure class="plot" data-plot="{_e(p.kind)}" id="plot-{_e(p.slug)}">{p.svg}'
-                       + (f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
+            out.append(f'<figure class="plot" data-plot="{esc(p.kind)}" id="plot-{esc(p.slug)}">{p.svg}'
+                       + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
         out.append("</div>")
     out.append('<h2 id="s-env">Environment</h2>')
     out.append(environments(rows))
@@ -542,14 +543,14 @@ def write_commit(merged: dict, out: Path, history_link: str | None = None) -> li
     (out / "plots").mkdir(exist_ok=True)
     for p in plot_list:
         (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")
-    _atomic(out / "merged.json", json.dumps(merged, indent=1))
-    _atomic(out / "junit.xml", junit.render(merged["results"], (merged.get("gaps") or {}).get("missing", [])))
-    _atomic(out / "summary.md", summary.render(merged))
-    _atomic(out / "index.html", page(merged, plot_list, history_link))
+    write_atomic(out / "merged.json", json.dumps(merged, indent=1))
+    write_atomic(out / "junit.xml", junit.render(merged["results"], (merged.get("gaps") or {}).get("missing", [])))
+    write_atomic(out / "summary.md", summary.render(merged))
+    write_atomic(out / "index.html", page(merged, plot_list, history_link))
     return plot_list
 
 
-def _atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
