@@ -208,7 +208,7 @@ def _dispatch(args) -> int:
         print(outcome.text())
         return outcome.exit_code
     if args.command == "costs":
-        rows = [r for d in args.dirs for r in results.load_dir(d / "results" if (d / "results").is_dir() else d)]
+        rows = [r for d in args.dirs for r in results.load_dir(merge.results_dir(d))]
         if not rows:
             raise execute.UsageError(f"costs: no results in {', '.join(map(str, args.dirs))}")
         table = json.dumps(shard.derive_costs(rows, ", ".join(map(str, args.dirs))), indent=1)

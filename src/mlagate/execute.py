@@ -90,14 +90,19 @@ def suite_file(matrix: Matrix, suite: str) -> Path:
     return path
 
 
+def refuse_gaps(matrix: Matrix, gaps) -> None:
+    """Running or planning the gate with an arm that holds an unregistered MLA module is a usage error."""
+    for gap in gaps:
+        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
+
+
 def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | None = None, profile: str | None = None, costs: shard.Costs | None = None) -> shard.GatePlan:
     """The PR gate's jobs: per runner, correctness cases in `shards` balanced shards and the performance cases in one job."""
     costs = costs or shard.load_costs()
     kinds = {s: matrix.suites[s].kind for s in matrix.suites}
     plan = shard.GatePlan()
     installs = installs_for(matrix, Selection(), cache)
-    for gap in coverage(matrix, installs):
-        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
+    refuse_gaps(matrix, coverage(matrix, installs))
     for label in runners:
         runner = matrix.runners[label]
         prof = profile or runner.profile or "quick"
@@ -146,9 +151,7 @@ def run(
     (mlagate.shard.assign); OUT/manifest.json records what this run was asked to run.
     """
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
-    if outcome.gaps:
-        gap = outcome.gaps[0]
-        raise UsageError(f"{matrix.path}: arm {gap.arm} holds MLA modules the matrix does not register: {', '.join(gap.missing)}")
+    refuse_gaps(matrix, outcome.gaps)
     cases = outcome.cases
     set_aside(out)
     case_file = None

@@ -42,7 +42,7 @@ class MergeOutcome:
         return "\n".join(lines)
 
 
-def _results_dir(d: Path) -> Path:
+def results_dir(d: Path) -> Path:
     """A run's output directory (holding results/, possibly not yet: a shard that ran no case)
     or a results directory itself."""
     return d / "results" if (d / "results").is_dir() or (d / MANIFEST).is_file() else d
@@ -99,7 +99,7 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
         m = _manifest(d)
         if m is not None:
             manifests.append(m)
-        for path in sorted(_results_dir(d).glob("*.json")):
+        for path in sorted(results_dir(d).glob("*.json")):
             row = results.read(path)
             key = (row["runner"], row["case_id"])
             if key in seen:

@@ -385,11 +385,8 @@ class CaseRun:
         arm = arm or self.case.arm
         for sc in scripts.values():
             sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)
-        reply = self._worker(arm).call(
-            "script", self.profile.timeout_s, key=key, attention=self.module.attention_for(arm), scripts=scripts,
-            pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps,
-        )
-        return reply
+        return self.call("script", arm, key=key, attention=self.module.attention_for(arm), scripts=scripts,
+                         pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps)
 
     def reproducer(self, **where) -> dict:
         """The smallest description of a failing script: enough to replay it by hand or with the replay command."""
