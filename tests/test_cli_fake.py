@@ -46,6 +46,16 @@ def test_unknown_names_on_the_command_line_are_one_line_errors(fake_matrix, fake
         assert proc.stderr.startswith(f"mlagate: error: unknown {word} {name!r}") and proc.stderr.count("\n") == 1
 
 
+def test_a_cpu_that_cannot_be_pinned_is_a_one_line_error(fake_matrix, fake_cache, tmp_path, run_cli):
+    out = tmp_path / "out"
+    (out / "results").mkdir(parents=True)
+    (out / "results" / "earlier.json").write_text("{}")
+    proc = run_cli("run", "--matrix", fake_matrix, "--cpu", "4096", "--out", out, cache=fake_cache)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("mlagate: error: --cpu 4096: not a CPU this process may run on") and proc.stderr.count("\n") == 1
+    assert (out / "results" / "earlier.json").exists(), "nothing already measured is moved or lost"
+
+
 def test_an_import_path_missing_from_its_arm_is_named(fake_matrix, fake_cache, run_cli):
     fake_matrix.write_text(fake_matrix.read_text().replace("import: fakemla.models.liar", "import: fakemla.models.lair"))
     proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)

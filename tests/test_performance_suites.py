@@ -4,6 +4,7 @@ performance suites refuse to run under xdist.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -81,3 +82,20 @@ def test_calibrated_loops():
     assert calibrated_loops(0.02, 0.001) == 20
     assert calibrated_loops(0.02, 0.05) == 1
     assert calibrated_loops(10.0, 1e-9) == MAX_LOOPS
+
+
+def test_timed_workers_run_pinned_to_one_cpu(perf):
+    _, rows, _ = perf
+    want = str(max(os.sched_getaffinity(0)))
+    assert {r["fingerprint"]["cpus"] for r in rows.values()} == {want}, "--cpu auto: every worker on the highest CPU allowed"
+
+
+def test_an_even_sample_count_is_invalid_not_measured(tmp_path, perf):
+    from .conftest import cli
+
+    _, _, cache = perf
+    matrix = tmp_path / "fake-perf.yaml"
+    matrix.write_text(MATRIX.read_text().replace("gates: {tolerance: 0.02, retries: 1}", "gates: {tolerance: 0.02, retries: 1, samples: 4}"))
+    cli("run", "--matrix", matrix, "--module", "fake/good", "--suite", "l1_parity", "--arm", "fake-patched", "--out", tmp_path / "out", cache=cache)
+    rows = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*.json")]
+    assert rows and all(r["verdict"] == "invalid" and "4 timed samples asked" in r["reason"] for r in rows)

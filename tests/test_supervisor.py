@@ -5,7 +5,7 @@ import time
 import pytest
 
 from mlagate import arms, matrix
-from mlagate.supervisor import WorkerError, WorkerPool
+from mlagate.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 CONFIG = {"vocab_size": 64, "hidden_size": 64, "num_attention_heads": 2, "kv_lora_rank": 64, "qk_nope_head_dim": 16, "v_head_dim": 16}
 
@@ -65,3 +65,29 @@ def test_geometry_that_the_config_ignores_is_caught(pool):
     with pytest.raises(WorkerError, match=r"geometry not applied: embed_q \(2, 64, 16\) \(want \(2, 64, 32\)\)"):
         w.call("build", 60, key="g", **{"import": "fakemla.models.good"}, model="Model", args="ModelArgs", attention="GoodAttention",
                config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 32, "v": 16})
+
+
+def test_pinned_cpu_choices():
+    allowed = os.sched_getaffinity(0)
+    assert pinned_cpu("none", under_xdist=False) is None
+    assert pinned_cpu("auto", under_xdist=False) == max(allowed)
+    assert pinned_cpu("auto", under_xdist=True) is None, "xdist runs workers side by side"
+    assert pinned_cpu(str(min(allowed)), under_xdist=True) == min(allowed)
+    with pytest.raises(ValueError, match=r"^--cpu 4096: not a CPU this process may run on"):
+        pinned_cpu("4096", under_xdist=False)
+    with pytest.raises(ValueError, match=r"^--cpu: 'fast' is not auto, none or a CPU number"):
+        pinned_cpu("fast", under_xdist=False)
+
+
+def test_a_pinned_worker_runs_on_its_cpu_only(fake_matrix, fake_cache, tmp_path):
+    m = matrix.load(fake_matrix)
+    inst = arms.materialise(m.arms["fake-stock"], m.runtimes["fakemla"], fake_cache)
+    cpu = min(os.sched_getaffinity(0))
+    pinned, free = WorkerPool({"fake-stock": inst}, log_dir=tmp_path, cpu=cpu), WorkerPool({"fake-stock": inst}, log_dir=tmp_path)
+    try:
+        assert pinned.get("fake-stock").fingerprint["cpus"] == str(cpu)
+        assert os.sched_getaffinity(pinned.get("fake-stock").proc.pid) == {cpu}
+        assert free.get("fake-stock").fingerprint["cpus"] == ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    finally:
+        pinned.close()
+        free.close()

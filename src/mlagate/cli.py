@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
     p.add_argument("-n", "--workers", type=_workers, default=1, help="pytest-xdist workers for correctness suites, or auto (one per CPU); performance suites always run serially")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
+    p.add_argument("--cpu", default="auto", help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), none, or a number")
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
     p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
 
@@ -258,7 +259,7 @@ def _dispatch(args) -> int:
 
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
-    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs)
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs, cpu=args.cpu)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):

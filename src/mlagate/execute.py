@@ -16,6 +16,7 @@ from mlagate import results, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
+from mlagate.supervisor import pinned_cpu
 
 
 class UsageError(ValueError):
@@ -142,14 +143,19 @@ def set_aside(out: Path) -> Path | None:
 def run(
     matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
     workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None, aa: bool = False,
-    shard_spec: tuple[int, int] | None = None, costs: shard.Costs | None = None,
+    shard_spec: tuple[int, int] | None = None, costs: shard.Costs | None = None, cpu: str = "auto",
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
 
     Correctness suites run under xdist with `workers` processes; performance suites always
     run serially, after them. With shard_spec (I, N) only the cases of shard I of N run
-    (mlagate.shard.assign); OUT/manifest.json records what this run was asked to run.
+    (mlagate.shard.assign); OUT/manifest.json records what this run was asked to run. cpu pins
+    the workers of serial runs to one CPU (mlagate.supervisor.pinned_cpu).
     """
+    try:
+        pinned_cpu(cpu, under_xdist=False)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
     refuse_gaps(matrix, outcome.gaps)
     cases = outcome.cases
@@ -178,6 +184,7 @@ def run(
             args += ["--mlagate-cases", str(case_file)]
         if aa:
             args += ["--mlagate-aa"]
+        args += ["--mlagate-cpu", cpu]
         for m in selection.modules:
             args += ["--mlagate-module", m]
         for a in selection.arms:

@@ -21,7 +21,7 @@ from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
 from mlagate.matrix import default_path as default_matrix
 from mlagate.matrix import load as load_matrix
 from mlagate.plan import Case, PlanError, Selection, expand
-from mlagate.supervisor import WorkerError, WorkerPool
+from mlagate.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 RESULT_KEY = "mlagate_result"
 
@@ -41,6 +41,7 @@ def pytest_addoption(parser):
     g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
     g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
     g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
+    g.addoption("--mlagate-cpu", default="auto", help="pin every worker to this CPU: auto (Linux outside xdist: the highest CPU allowed), none, or a number")
     g.addoption("--mlagate-cases", default=None, help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)")
 
 
@@ -73,6 +74,10 @@ class Context:
         self.out = Path(opt("--mlagate-out"))
         self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
         self.aa = bool(opt("--mlagate-aa"))
+        try:
+            self.cpu = pinned_cpu(opt("--mlagate-cpu"), under_xdist="PYTEST_XDIST_WORKER" in os.environ)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self.only = None
         if opt("--mlagate-cases"):
             try:
@@ -101,7 +106,7 @@ class Context:
     @property
     def pool(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self.installs, log_dir=self.out / "logs")
+            self._pool = WorkerPool(self.installs, log_dir=self.out / "logs", cpu=self.cpu)
         return self._pool
 
     def cases(self, suite: str) -> list[Case]:
@@ -312,9 +317,13 @@ class CaseRun:
 
         A sample repeats its step `loops` times and keeps the mean (pyperf's calibration): each
         series gets the count that makes its fastest warm-up last the profile's `sample_min_s`
-        (at most MAX_LOOPS), so timer and scheduler jitter is averaged out of short steps.
+        (at most MAX_LOOPS), so timer and scheduler jitter is averaged out of short steps. The
+        warm-ups then run again, interleaved, at the calibrated counts (untimed): the first
+        timed samples of a fresh worker were up to 30 % slow without them.
         """
         samples = samples or self.profile.samples
+        if samples % 2 == 0:
+            raise Invalid(f"{samples} timed samples asked (the suite's gates.samples or the profile's samples): the count must be odd, the median is a sample")
         warmup = self.profile.warmup if warmup is None else warmup
         label_path: dict[str, str] = {}
         times: dict[str, list[float]] = {s["label"]: [] for s in series}
@@ -333,6 +342,9 @@ class CaseRun:
                 warm.append(r["seconds"])
                 label_path.setdefault(s["label"], s.get("force") or r["path"])
             loops[s["label"]] = calibrated_loops(self.profile.sample_min_s, min(warm))
+        for i in range(warmup):
+            for s in series if i % 2 == 0 else list(reversed(series)):
+                one(s)
         for i in range(samples):
             for s in series if i % 2 == 0 else list(reversed(series)):
                 r = one(s)

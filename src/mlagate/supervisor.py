@@ -17,6 +17,38 @@ from pathlib import Path
 from mlagate.arms import ArmInstall
 
 BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker import main; main(sys.argv[2:])"
+PIN_ENV = "MLAGATE_WORKER_CPU"
+
+
+def pinned_cpu(choice: str, under_xdist: bool) -> int | None:
+    """The CPU every worker of this process is pinned to, from `--cpu`: "auto", "none" or a
+    CPU number. "auto" is the highest CPU this process may use, on Linux outside xdist (xdist
+    runs workers side by side, which one CPU would serialise); elsewhere no pinning.
+
+    Why: on a shared machine a CPU can be slower than another for stretches (measured on the
+    2-core CI machine, a VM: the same step took 4.0 ms or 6.0 ms for tenths of a second to
+    seconds at a time, each vCPU changing on its own). Two workers on different CPUs then
+    differ by tens of percent for the same work; on one CPU they share whatever slows it, and
+    interleaved samples cancel it. Workers run
+    one at a time, so pinning them to one CPU costs no parallelism (MLX's CPU backend runs a
+    step on one thread). Raises ValueError naming the option.
+    """
+    if choice == "none":
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        if choice == "auto":
+            return None
+        raise ValueError(f"--cpu {choice}: this platform cannot pin a process to a CPU; use --cpu none")
+    allowed = os.sched_getaffinity(0)
+    if choice == "auto":
+        return None if under_xdist else max(allowed)
+    try:
+        cpu = int(choice)
+    except ValueError:
+        raise ValueError(f"--cpu: {choice!r} is not auto, none or a CPU number") from None
+    if cpu not in allowed:
+        raise ValueError(f"--cpu {cpu}: not a CPU this process may run on ({', '.join(map(str, sorted(allowed)))})")
+    return cpu
 
 
 def worker_path() -> list[str]:
@@ -138,8 +170,9 @@ class WorkerProcess:
 class WorkerPool:
     """Long-lived workers, one per arm, restarted after a crash."""
 
-    def __init__(self, installs: dict[str, ArmInstall], env: dict[str, str] | None = None, log_dir: Path | None = None):
-        self.installs, self.env, self.log_dir = installs, env, log_dir
+    def __init__(self, installs: dict[str, ArmInstall], env: dict[str, str] | None = None, log_dir: Path | None = None, cpu: int | None = None):
+        self.installs, self.log_dir = installs, log_dir
+        self.env = {**(env or {}), PIN_ENV: str(cpu)} if cpu is not None else env
         self._workers: dict[tuple[str, int], WorkerProcess] = {}
 
     def get(self, arm: str, replica: int = 0) -> WorkerProcess:

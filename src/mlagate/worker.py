@@ -346,6 +346,7 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "blas": blas_in_use(),
             "mlx_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MLX_")},
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
+            "cpus": cpus(),
             "arm_dir": self.arm_dir,
         }
 
@@ -423,8 +424,23 @@ def serve(worker: Worker, rfd: int, wfd: int) -> None:
                 return
 
 
+def pin(env: dict) -> None:
+    """Pin this process to the CPU the parent chose (MLAGATE_WORKER_CPU), before MLX starts a thread."""
+    cpu = env.get("MLAGATE_WORKER_CPU")
+    if cpu is not None:
+        os.sched_setaffinity(0, {int(cpu)})
+
+
+def cpus() -> str | None:
+    """The CPUs this process may run on, as "1" or "0,1"; None where the platform cannot say."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return ",".join(map(str, sorted(os.sched_getaffinity(0))))
+
+
 def main(argv: list[str]) -> None:
     arm_dir, package, rfd, wfd = argv[0], argv[1], int(argv[2]), int(argv[3])
+    pin(os.environ)
     worker = Worker(arm_dir, package)
     worker.op_exit = lambda req: {}
     serve(worker, rfd, wfd)
