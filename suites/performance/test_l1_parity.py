@@ -1,7 +1,9 @@
 """l1_parity: L = 1 takes the same branch in an arm and its baseline, so their L = 1 step
 times must agree within `tolerance` (2 %). A run where they do not measured something other
 than the change (a loaded machine, a different build): it is re-measured up to `retries`
-times, then reported invalid with both timings, never failed.
+times, then reported invalid with both timings, never failed. Each try takes `samples`
+interleaved samples a side (more than the profile's: two equal times are compared within
+2 %), and records the bootstrap interval of the change.
 
 With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/A run that
 measures this runner's noise floor and the smallest difference the gate can detect.
@@ -10,7 +12,7 @@ measures this runner's noise floor and the smallest difference the gate can dete
 from mlagate import stats
 from mlagate.plugin import Invalid
 
-FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python")
+FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
 
 
 def test_l1_parity(mla):
@@ -33,9 +35,11 @@ def test_l1_parity(mla):
             t = mla.interleaved([
                 {"label": "arm", "key": ours, "L": 1},
                 {"label": "baseline", "key": theirs, "L": 1, "arm": baseline, "replica": replica},
-            ])
+            ], samples=gates.get("samples"))
             change = stats.relative_change(t["baseline"], t["arm"])
-            attempts.append({"T": T, "attempt": attempt, "change": change, "arm_s": stats.median(t["arm"]), "baseline_s": stats.median(t["baseline"])})
+            base = stats.median(t["baseline"])
+            _, lo, hi = stats.diff_ci(t["baseline"], t["arm"])
+            attempts.append({"T": T, "attempt": attempt, "change": change, "ci": (lo / base, hi / base), "arm_s": stats.median(t["arm"]), "baseline_s": base})
             if abs(change) <= gates["tolerance"]:
                 break
         rows[str(T)] = attempts[-1]
