@@ -117,3 +117,17 @@ def test_a_suite_dtype_is_checked_and_sets_its_cases_dtype(tmp_path):
 
     cases = expand(good, Selection(suites=(suite.id,)), "quick", "cpu", "linux-cpu")
     assert cases and {c.dtype for c in cases} == {"bfloat16"} != {good.profiles["quick"].dtype}
+
+
+def test_aa_cases_of_a_baseline_suite_have_ids_of_their_own():
+    from mlagate.plan import Selection, expand
+
+    m = matrix.load(SHIPPED)
+    sel = Selection(suites=("l1_parity", "marginal_cost"), modules=("mlx-lm/deepseek_v3",))
+    normal = {(c.suite, c.arm, c.geometry): c for c in expand(m, sel, "quick", "cpu", "linux-cpu")}
+    aa = {(c.suite, c.arm, c.geometry): c for c in expand(m, sel, "quick", "cpu", "linux-cpu", aa=True)}
+    patched = ("l1_parity", "mlx-lm-0.32.2-patched", "deepseek-v3")
+    assert aa[patched].aa and aa[patched].id == normal[patched].id + "::aa" and aa[patched].replay().endswith(" --aa")
+    assert ("l1_parity", "mlx-lm-0.32.2", "deepseek-v3") in aa and ("l1_parity", "mlx-lm-0.32.2", "deepseek-v3") not in normal, "A/A pairs every arm with itself"
+    timing = ("marginal_cost", "mlx-lm-0.32.2-patched", "deepseek-v3")
+    assert not aa[timing].aa and aa[timing].id == normal[timing].id, "a suite without a baseline is the same case in A/A mode"

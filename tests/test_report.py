@@ -109,6 +109,21 @@ def test_the_same_case_from_two_runs_keeps_the_later_one():
     assert merged["superseded"] == [{"case_id": early["case_id"], "source": "b", "started": early["started"]}]
 
 
+def test_an_aa_run_never_stands_in_for_the_arms_verdict():
+    from mlagate.plan import Case
+
+    def row(aa: bool, verdict: str, started: float) -> dict:
+        case = Case("l1_parity", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2-patched", "deepseek-v3", "float32", "cpu", "quick", "linux-cpu", "synthetic", aa=aa)
+        return results.Result(case=case.to_json(), verdict=verdict, reason=verdict, replay=case.replay(), started=started).to_json()
+
+    gate, aa = row(False, "pass", 1000.0), row(True, "invalid", 2000.0)
+    merged = report.merge([("run", [gate]), ("aa-run", [aa])], "c")
+    assert sorted(r["verdict"] for r in merged["results"]) == ["invalid", "pass"] and not merged["superseded"]
+    html = report.page(merged)
+    assert "<td>mlx-lm-0.32.2-patched (A/A)</td>" in html and "<td>mlx-lm-0.32.2-patched</td>" in html
+    assert aa["replay"].endswith(" --aa")
+
+
 def test_throughput_rows_plot_and_no_data_without_them():
     rows = [result(suite="speculative", verdict="pass", metrics={"throughput": [{"context": 1024, "plain_tok_s": 30.0, "spec_tok_s": 55.0},
                                                                                  {"context": 4096, "plain_tok_s": 28.0, "spec_tok_s": 40.0}]})]

@@ -30,11 +30,12 @@ class Case:
     runner: str
     evidence: str
     checkpoint: str | None = None
+    aa: bool = False  # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
 
     @property
     def id(self) -> str:
         source = self.checkpoint or self.geometry
-        return f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}"
+        return f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}" + ("::aa" if self.aa else "")
 
     @property
     def file_stem(self) -> str:
@@ -42,7 +43,7 @@ class Case:
         return f"{slug[:150]}-{hashlib.sha1(self.id.encode()).hexdigest()[:8]}"
 
     def replay(self, profile: str | None = None) -> str:
-        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"]
+        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"] + (["--aa"] if self.aa else [])
         return " ".join(parts)
 
     def to_json(self) -> dict:
@@ -68,7 +69,8 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
     """Every case of the selection, in a stable order. Modules absent from an arm's install are left out.
 
     Suites that compare an arm with its baseline get cases only on arms that have one, unless
-    aa (A/A mode), where every arm is compared with itself.
+    aa (A/A mode), where every arm is compared with itself: those cases are marked `aa` and
+    have ids of their own, so an A/A result never stands in for the arm's verdict.
     """
     selection.check(matrix)
     if profile not in matrix.profiles:
@@ -76,6 +78,7 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
     cases = []
     for suite in selection.suites or tuple(matrix.suites):
         paired = matrix.suites[suite].baseline and not aa
+        self_paired = matrix.suites[suite].baseline and aa
         dtype = matrix.suites[suite].gates.get("dtype", matrix.profiles[profile].dtype)
         only = matrix.suites[suite].modules
         for module in matrix.modules.values():
@@ -93,11 +96,11 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
                 if paired and (arm.baseline is None or arm.baseline not in {a.id for a in matrix.arms_for(module)}):
                     continue
                 for geometry in module.geometries:
-                    cases.append(Case(suite, module.id, arm.id, geometry, dtype, backend, profile, runner, "synthetic"))
+                    cases.append(Case(suite, module.id, arm.id, geometry, dtype, backend, profile, runner, "synthetic", aa=self_paired))
                 for cp in matrix.checkpoints.values():
                     if cp.module == module.id:
                         evidence = "checkpoint" if runner in cp.runners else "argued"
-                        cases.append(Case(suite, module.id, arm.id, cp.geometry, dtype, backend, profile, runner, evidence, cp.id))
+                        cases.append(Case(suite, module.id, arm.id, cp.geometry, dtype, backend, profile, runner, evidence, cp.id, aa=self_paired))
     return cases
 
 

@@ -393,7 +393,7 @@ def verdict_matrix(rows: list[dict]) -> str:
         out.append(f'<h3>backend {esc(backend)} · runner {esc(runner)}{" · " + esc(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
         cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
         for r in env_rows:
-            cells.setdefault((r["module"], r["arm"]), {}).setdefault(r["suite"], []).append(r)
+            cells.setdefault((r["module"], r["arm"] + (" (A/A)" if r.get("aa") else "")), {}).setdefault(r["suite"], []).append(r)
         out.append('<table class="matrix"><thead><tr><th>module</th><th>arm</th>' + "".join(f"<th>{esc(s)}</th>" for s in suites) + "</tr></thead><tbody>")
         for (module, arm), by_suite in sorted(cells.items()):
             out.append(f"<tr><th>{esc(module)}</th><td>{esc(arm)}</td>")

@@ -44,6 +44,7 @@ class Result:
             "arm": c["arm"],
             "geometry": self.geometry or {"id": c["geometry"]},
             "checkpoint": c.get("checkpoint"),
+            "aa": bool(c.get("aa")),
             "shapes": self.shapes,
             "dtype": c["dtype"],
             "backend": c["backend"],

@@ -17,7 +17,7 @@ FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload",
 
 def test_l1_parity(mla):
     arm = mla.case.arm
-    aa = mla.ctx.aa
+    aa = mla.case.aa
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
     gates = mla.gates
     ours, _ = mla.build()
