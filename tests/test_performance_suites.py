@@ -5,6 +5,7 @@ performance suites refuse to run under xdist.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -94,8 +95,10 @@ def test_an_even_sample_count_is_invalid_not_measured(tmp_path, perf):
     from .conftest import cli
 
     _, _, cache = perf
+    for name in ("fakemla-tree", "fake-fix.patch", "fake-slow.patch"):
+        (shutil.copytree if (FIXTURES / name).is_dir() else shutil.copy)(FIXTURES / name, tmp_path / name)
     matrix = tmp_path / "fake-perf.yaml"
     matrix.write_text(MATRIX.read_text().replace("gates: {tolerance: 0.02, retries: 1}", "gates: {tolerance: 0.02, retries: 1, samples: 4}"))
-    cli("run", "--matrix", matrix, "--module", "fake/good", "--suite", "l1_parity", "--arm", "fake-patched", "--out", tmp_path / "out", cache=cache)
+    proc = cli("run", "--matrix", matrix, "--module", "fake/good", "--suite", "l1_parity", "--arm", "fake-patched", "--out", tmp_path / "out", cache=cache)
     rows = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*.json")]
-    assert rows and all(r["verdict"] == "invalid" and "4 timed samples asked" in r["reason"] for r in rows)
+    assert rows and all(r["verdict"] == "invalid" and "4 timed samples asked" in r["reason"] for r in rows), proc.stdout[-2000:] + proc.stderr[-2000:]
