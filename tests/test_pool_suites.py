@@ -5,6 +5,7 @@ wrong offset, a trim that leaves one rejected token in the cache.
 """
 
 import json
+import shutil
 from types import MappingProxyType
 
 import pytest
@@ -89,3 +90,19 @@ def test_budgets_are_per_backend_or_one_number():
     assert scripts.budget(MappingProxyType({"cpu": 64}), "cpu") == 64, "the matrix's frozen gates"
     with pytest.raises(KeyError, match="no budget for backend 'gpu'"):
         scripts.budget({"cpu": 64}, "gpu")
+
+
+def test_a_transaction_run_whose_drafts_were_all_accepted_is_invalid(tmp_path):
+    """Seed 0 with one-token drafts over two rounds accepts both: the rollback never ran, so
+    the suite cannot vouch for it (invalid, not a pass)."""
+    shutil.copytree(FIXTURES / "fakepool-tree", tmp_path / "fakepool-tree")
+    matrix = tmp_path / "fake-pools.yaml"
+    planted = MATRIX.read_text().replace("widths: [3, 4, 8], rounds: 6, seeds: [3, 4]", "widths: [1], rounds: 2, seeds: [0]")
+    assert planted != MATRIX.read_text()
+    matrix.write_text(planted)
+    out = tmp_path / "out"
+    proc = cli("run", "--matrix", matrix, "--suite", "speculative_transaction", "--module", "fake/pooled", "--out", out, cache=tmp_path / "cache")
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert len(rows) == 1 and rows[0]["verdict"] == "invalid", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no verify step rejected a token" in rows[0]["reason"]
+    assert all(r["j"] == r["L"] for r in rows[0]["metrics"]["rounds"]["seed=0"])
