@@ -29,9 +29,9 @@ def pinned_cpu(choice: str, under_xdist: bool) -> int | None:
     2-core CI machine, a VM: the same step took 4.0 ms or 6.0 ms for tenths of a second to
     seconds at a time, each vCPU changing on its own). Two workers on different CPUs then
     differ by tens of percent for the same work; on one CPU they share whatever slows it, and
-    interleaved samples cancel it. Workers run
-    one at a time, so pinning them to one CPU costs no parallelism (MLX's CPU backend runs a
-    step on one thread). Raises ValueError naming the option.
+    interleaved samples cancel it. Workers run one at a time, so pinning them to one CPU
+    costs no parallelism (MLX's CPU backend runs a step on one thread). Raises ValueError
+    naming the option.
     """
     if choice == "none":
         return None
