@@ -2,6 +2,10 @@
 
 import json
 
+import pytest
+
+from mlagate import report
+
 
 def _results(out):
     return {r["module"] + "|" + (r["checkpoint"] or r["geometry"]["id"]): r for r in map(lambda p: json.loads(p.read_text()), (out / "results").glob("*.json"))}
@@ -81,5 +85,8 @@ def test_an_earlier_runs_results_are_set_aside_not_counted(fake_matrix, fake_cac
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "earlier results in" in proc.stderr
     assert not (out / "results" / "stale.json").exists()
-    assert list((out / "previous").glob("*/results/stale.json")), "set aside, not deleted"
+    assert list((out / "previous").glob("*/stale.json")), "set aside, not deleted"
     assert {json.loads(p.read_text())["module"] for p in (out / "results").glob("*.json")} == {"fake/fixed"}
+    (out / "results").rename(out / "results-now")
+    with pytest.raises(report.ReportError, match="holds no result JSON"):
+        report.load_source(out)  # what was set aside is never read back as a result

@@ -129,15 +129,16 @@ class RunOutcome:
 
 def set_aside(out: Path) -> Path | None:
     """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>/), so that a
-    case this run does not finish cannot be counted with an old verdict; nothing is deleted."""
+    case this run does not finish cannot be counted with an old verdict; nothing is deleted.
+    The folder is not named results/ there, so a report of OUT never reads it back."""
     earlier = out / "results"
     if not earlier.is_dir() or not any(earlier.glob("*.json")):
         return None
     target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target.mkdir(parents=True, exist_ok=True)
-    earlier.rename(target / "results")
-    print(f"mlagate: earlier results in {earlier} moved to {target / 'results'}", file=sys.stderr)
-    return target / "results"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    earlier.rename(target)
+    print(f"mlagate: earlier results in {earlier} moved to {target}", file=sys.stderr)
+    return target
 
 
 def run(
