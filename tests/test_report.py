@@ -206,6 +206,13 @@ def test_rerendering_a_merged_json_keeps_its_commit(tmp_path, run_cli):
     assert again["commit"] == "c0ffee" and again["results"] == json.loads((tmp_path / "a" / "merged.json").read_text())["results"]
 
 
+def test_a_history_commit_folder_is_a_source(tmp_path):
+    hist = tmp_path / "hist"
+    history.add(hist, report.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))
+    assert (hist / "c00" / "figures.json").exists()
+    assert report.load_source(hist / "c00") == json.loads((hist / "c00" / "merged.json").read_text())["results"]
+
+
 def test_history_rerender_rebuilds_old_pages_from_their_json(tmp_path):
     hist = tmp_path / "hist"
     history.add(hist, report.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))

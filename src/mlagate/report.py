@@ -65,10 +65,10 @@ def load_source(path: Path) -> list[dict]:
     if path.is_dir():
         if (path / "results").is_dir():
             files = sorted((path / "results").glob("*.json"))
+        elif (path / "merged.json").exists():
+            return load_source(path / "merged.json")  # a report's or a history commit's folder
         else:
             files = [f for f in sorted(path.glob("*.json")) if f.name not in NOT_RESULTS] or sorted(path.glob("**/results/*.json"))
-        if not files and (path / "merged.json").exists():
-            return load_source(path / "merged.json")
         if not files:
             raise ReportError(f"{path}: holds no result JSON (looked for *.json and **/results/*.json)")
         rows = []
