@@ -18,7 +18,6 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-STATUSES = ("ok", "warn", "fail", "skip")
 GIB = 1024**3
 MLX_PROCESS = re.compile(r"(\bmlx[_.-]?(lm|vlm)\b|\bmlagate\.worker\b|-m mlx\b|\bimport mlx\b)")
 
@@ -96,7 +95,8 @@ class System:
         return pids
 
     def governors(self) -> list[str]:
-        return sorted({p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor") if p.is_file()})
+        found = (self.read(str(p)) for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor"))
+        return sorted({g.strip() for g in found if g is not None})
 
 
 # --- parsers (pure) ------------------------------------------------------------------
