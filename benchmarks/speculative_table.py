@@ -19,8 +19,8 @@ from mlagate import results
 def tables(rows: list[dict], draft: str = "all") -> str:
     cases = [r for r in rows if r["suite"] == "speculative" and r["metrics"].get("rows")]
     out = []
-    for geo in sorted({(r["module"], r.get("checkpoint") or r["geometry"]["id"]) for r in cases}):
-        mine = sorted((r for r in cases if (r["module"], r.get("checkpoint") or r["geometry"]["id"]) == geo), key=lambda r: r["arm"])
+    for geo in sorted({(r["module"], results.geometry_label(r)) for r in cases}):
+        mine = sorted((r for r in cases if (r["module"], results.geometry_label(r)) == geo), key=lambda r: r["arm"])
         first = mine[0]
         made = first["metrics"].get("checkpoints", {})
         weights = f"{made.get('dtype', first['dtype'])} weights" + (f", {made['quant']['bits']}-bit groups of {made['quant']['group_size']}" if made.get("quant") else "")

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from mlagate import plots, report, stats
+from mlagate import plots, report, results, stats
 
 FIGURES_SCHEMA = "mlagate.figures/1"
 
@@ -31,10 +31,6 @@ FIGURES = {
 }
 
 
-def _geo(r: dict) -> str:
-    return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
-
-
 def key_figures(rows: list[dict]) -> dict[str, float]:
     """Key figures of one commit, keyed "module|figure|arm|geometry|backend" (arm etc. empty for per-module counts)."""
     out: dict[str, float] = {}
@@ -44,7 +40,7 @@ def key_figures(rows: list[dict]) -> dict[str, float]:
         if r["verdict"] in ("fail", "invalid"):
             problems[r["module"]] += 1
         m = r.get("metrics") or {}
-        key = lambda fig: f"{r['module']}|{fig}|{r['arm']}|{_geo(r)}|{r.get('backend', '')}"  # noqa: E731,B023
+        key = lambda fig: f"{r['module']}|{fig}|{r['arm']}|{results.geometry_label(r)}|{r.get('backend', '')}"  # noqa: E731,B023
         if r["verdict"] == "argued":
             continue
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from mlagate import results
+
 # characters XML 1.0 cannot hold, even escaped
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -20,7 +22,7 @@ def _clean(s) -> str:
 
 
 def testcase_name(r: dict) -> tuple[str, str]:
-    geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+    geo = results.geometry_label(r)
     return f"{r['suite']}.{r['module']}", f"{r['arm']}/{geo}/{r.get('dtype', '')}/{r.get('backend', '')}"
 
 

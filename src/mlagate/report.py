@@ -163,10 +163,6 @@ def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _geo(r: dict) -> str:
-    return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
-
-
 @dataclass
 class Plot:
     kind: str  # marginal, crossover, equivalence, throughput
@@ -189,7 +185,7 @@ def marginal_plots(rows: list[dict]) -> list[Plot]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["suite"] == "marginal_cost" and isinstance(r.get("metrics", {}).get("marginal"), dict):
-            groups.setdefault((r["module"], _geo(r), r.get("backend", ""), r.get("dtype", "")), []).append(r)
+            groups.setdefault((r["module"], results.geometry_label(r), r.get("backend", ""), r.get("dtype", "")), []).append(r)
     out = []
     for (module, geo, backend, dtype), rs in sorted(groups.items()):
         series = []
@@ -219,7 +215,7 @@ def marginal_plots(rows: list[dict]) -> list[Plot]:
 def crossover_plots(rows: list[dict]) -> list[Plot]:
     """crossover: forced absorbed vs forced materialised step time over widths, the formula's width marked."""
     out = []
-    for r in sorted(rows, key=lambda r: (r["module"], _geo(r), r.get("backend", ""), r["arm"])):
+    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r.get("backend", ""), r["arm"])):
         m = r.get("metrics") or {}
         if r["suite"] != "crossover" or not isinstance(m.get("sweep"), dict):
             continue
@@ -233,10 +229,10 @@ def crossover_plots(rows: list[dict]) -> list[Plot]:
         emp = _num(c.get("empirical_first_width_materialised_wins"))
         if emp is not None and emp != c.get("formula_widest_absorbed"):
             markers.append(Marker(emp, f"measured {int(emp)}", "#d62728"))
-        title = f"crossover: {r['module']} · {_geo(r)} · {r['arm']} · {r.get('backend', '')} (T={c.get('cache', '?')})"
+        title = f"crossover: {r['module']} · {results.geometry_label(r)} · {r['arm']} · {r.get('backend', '')} (T={c.get('cache', '?')})"
         svg = plots.line_chart(title, [Series("forced absorbed", a, plots.PALETTE[0]), Series("forced materialised", mat, plots.PALETTE[1])],
                                "queries per step L", "step time, ms", x_log=True, y_log=True, x_base=2, markers=markers)
-        out.append(Plot("crossover", _slug("crossover", r["module"], _geo(r), r["arm"], r.get("backend", ""), _short(r["case_id"])), title, svg,
+        out.append(Plot("crossover", _slug("crossover", r["module"], results.geometry_label(r), r["arm"], r.get("backend", ""), _short(r["case_id"])), title, svg,
                         f"verdict {r['verdict']}: {r.get('reason', '')}"))
     return out
 
@@ -308,7 +304,7 @@ def throughput_plots(rows: list[dict]) -> list[Plot]:
     """Plain vs speculative decode throughput against context (one line per draft), from any
     result with throughput rows."""
     out = []
-    for r in sorted(rows, key=lambda r: (r["module"], _geo(r), r["arm"])):
+    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r["arm"])):
         tr = throughput_rows(r.get("metrics") or {})
         if not tr:
             continue
@@ -317,9 +313,9 @@ def throughput_plots(rows: list[dict]) -> list[Plot]:
         for i, draft in enumerate(sorted({x["draft"] for x in tr})):
             pts = [(x["context"], x["spec_tok_s"]) for x in tr if x["draft"] == draft and x["spec_tok_s"] is not None]
             series.append(Series(f"speculative ({draft})" if draft != "spec" else "speculative decode", pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
-        title = f"decode throughput: {r['module']} · {_geo(r)} · {r['arm']} · {r.get('backend', '')}"
+        title = f"decode throughput: {r['module']} · {results.geometry_label(r)} · {r['arm']} · {r.get('backend', '')}"
         svg = plots.line_chart(title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2)
-        out.append(Plot("throughput", _slug("throughput", r["module"], _geo(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
+        out.append(Plot("throughput", _slug("throughput", r["module"], results.geometry_label(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
     if not out:
         out.append(Plot("throughput", "throughput-no-data", "decode throughput: plain vs speculative",
                         plots.no_data("decode throughput: plain vs speculative", "no data: no result in this report holds throughput rows")))
@@ -398,14 +394,14 @@ def verdict_matrix(rows: list[dict]) -> str:
         for (module, arm), by_suite in sorted(cells.items()):
             out.append(f"<tr><th>{esc(module)}</th><td>{esc(arm)}</td>")
             for s in suites:
-                rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], _geo(r), r.get("dtype", "")))
+                rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], results.geometry_label(r), r.get("dtype", "")))
                 if not rs:
                     out.append('<td class="cell empty"></td>')
                     continue
                 chips = []
                 for r in rs:
                     mark = EVIDENCE_MARK.get(r.get("evidence"), "?")
-                    tip = f"{r['verdict']} · {r.get('evidence')} · {_geo(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
+                    tip = f"{r['verdict']} · {r.get('evidence')} · {results.geometry_label(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
                     chips.append(f'<a class="chip v-{esc(r["verdict"])}" href="#{esc(case_anchor(r["case_id"]))}" title="{esc(tip[:300])}" data-verdict="{esc(r["verdict"])}">{mark}</a>')
                 out.append(f'<td class="cell">{"".join(chips)}</td>')
             out.append("</tr>")
@@ -461,7 +457,7 @@ def problems(rows: list[dict]) -> str:
     for r in bad:
         stderr = f"<details><summary>worker output</summary><pre>{esc(r['stderr'][-4000:])}</pre></details>" if r.get("stderr") else ""
         out.append(f'<tr class="problem {esc(r["verdict"])}" id="{esc(case_anchor(r["case_id"]))}"><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"])}</span></td>'
-                   f'<td>{esc(r["suite"])}</td><td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(_geo(r))}</td><td>{esc(r.get("dtype"))} · {esc(r.get("backend"))}</td>'
+                   f'<td>{esc(r["suite"])}</td><td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(results.geometry_label(r))}</td><td>{esc(r.get("dtype"))} · {esc(r.get("backend"))}</td>'
                    f'<td class="reason">{esc(r.get("reason", ""))}{stderr}</td><td><code class="replay">{esc(r.get("replay", ""))}</code></td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
@@ -473,7 +469,7 @@ def case_table(rows: list[dict]) -> str:
     for r in sorted(rows, key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"])):
         anchor = "" if r["case_id"] in listed else f' id="{esc(case_anchor(r["case_id"]))}"'
         out.append(f'<tr{anchor}><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"][0].upper())}</span></td><td>{esc(r.get("evidence"))}</td><td>{esc(r["suite"])}</td>'
-                   f'<td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(_geo(r))}</td><td>{esc(r.get("dtype"))}</td><td>{esc(r.get("backend"))}</td>'
+                   f'<td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(results.geometry_label(r))}</td><td>{esc(r.get("dtype"))}</td><td>{esc(r.get("backend"))}</td>'
                    f'<td>{esc(r.get("duration_s"))}</td><td>{esc(r.get("reason", ""))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)

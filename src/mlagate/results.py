@@ -115,11 +115,16 @@ def summarise(rows: list[dict], expected_ids: list[str] | None = None) -> Summar
     return Summary(counts, rows, missing)
 
 
+def geometry_label(r: dict) -> str:
+    """What a result row was measured on: its checkpoint id, else its geometry id."""
+    return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+
+
 def table(summary: Summary) -> str:
     lines = [f"{'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
     order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
     for r in sorted(summary.rows, key=lambda r: (order[r["verdict"]], r["suite"], r["module"], r["arm"])):
-        geo = r.get("checkpoint") or r["geometry"].get("id", "")
+        geo = geometry_label(r)
         lines.append(f"{r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} {r['reason'][:120]}")
     for cid in summary.missing:
         lines.append(f"{'missing':8} {cid} (no result was written: the case crashed before it finished)")

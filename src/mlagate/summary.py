@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-VERDICTS = ("pass", "fail", "invalid", "argued")
+from mlagate import results
 
 
 def _md(s, limit: int = 300) -> str:
@@ -29,7 +29,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
                     f"{len(gaps.get('unplanned', []))} unplanned results** (merge.json)", ""]
     by_suite: dict[str, dict[str, int]] = {}
     for r in rows:
-        by_suite.setdefault(r["suite"], {v: 0 for v in VERDICTS})[r["verdict"]] += 1
+        by_suite.setdefault(r["suite"], {v: 0 for v in results.VERDICTS})[r["verdict"]] += 1
     for s in sorted(by_suite):
         n = by_suite[s]
         out.append(f"| {_md(s)} | {n['pass']} | {n['fail']} | {n['invalid']} | {n['argued']} |")
@@ -38,7 +38,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
     if bad:
         out += ["", "### Failing and invalid cases", "", "| verdict | suite | module | arm | geometry · dtype · backend | reason | replay |", "|---|---|---|---|---|---|---|"]
         for r in bad[:max_problems]:
-            geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+            geo = results.geometry_label(r)
             where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
             out.append(f"| {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | {_md(r.get('reason'))} | <code>{_md(r.get('replay'))}</code> |")
         if len(bad) > max_problems:
