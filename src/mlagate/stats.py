@@ -18,6 +18,12 @@ def median(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 
 
+def _interval(draws: Sequence[float], level: float) -> tuple[float, float]:
+    """The central `level` interval of sorted bootstrap draws (percentile method)."""
+    n = len(draws)
+    return (draws[int((1 - level) / 2 * n)], draws[min(n - 1, int((1 + level) / 2 * n))])
+
+
 def bootstrap_ci(xs: Sequence[float], stat: Callable[[Sequence[float]], float] = median, n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of stat(xs).
 
@@ -30,10 +36,7 @@ def bootstrap_ci(xs: Sequence[float], stat: Callable[[Sequence[float]], float] =
         return (v, v)
     rng = random.Random(seed)
     k = len(xs)
-    stats = sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n))
-    lo = stats[int((1 - level) / 2 * n)]
-    hi = stats[min(n - 1, int((1 + level) / 2 * n))]
-    return (lo, hi)
+    return _interval(sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n)), level)
 
 
 def diff_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
@@ -45,7 +48,7 @@ def diff_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, level: float 
     rng = random.Random(seed)
     ka, kb = len(a), len(b)
     diffs = sorted(median([b[rng.randrange(kb)] for _ in range(kb)]) - median([a[rng.randrange(ka)] for _ in range(ka)]) for _ in range(n))
-    return (median(b) - median(a), diffs[int((1 - level) / 2 * n)], diffs[min(n - 1, int((1 + level) / 2 * n))])
+    return (median(b) - median(a), *_interval(diffs, level))
 
 
 def retained_ci(plain_lo: Sequence[float], spec_lo: Sequence[float], plain_hi: Sequence[float], spec_hi: Sequence[float],
@@ -63,7 +66,7 @@ def retained_ci(plain_lo: Sequence[float], spec_lo: Sequence[float], plain_hi: S
 
     rng = random.Random(seed)
     draws = sorted(one(lambda xs: [xs[rng.randrange(len(xs))] for _ in xs]) for _ in range(n))
-    return (one(list), draws[int((1 - level) / 2 * n)], draws[min(n - 1, int((1 + level) / 2 * n))])
+    return (one(list), *_interval(draws, level))
 
 
 def relative_change(a: Sequence[float], b: Sequence[float]) -> float:
@@ -110,7 +113,7 @@ def marginal_cost(samples: dict[int, tuple[Sequence[float], Sequence[float]]], n
             ys.append(median([k[rng.randrange(len(k))] for _ in k]) - median([one[rng.randrange(len(one))] for _ in one]))
         boots.append(least_squares_slope(Ts, ys))
     boots.sort()
-    ci = (boots[int((1 - level) / 2 * n)], boots[min(n - 1, int((1 + level) / 2 * n))]) if boots else (0.0, 0.0)
+    ci = _interval(boots, level) if boots else (0.0, 0.0)
     return {"per_T": per_t, "slope": point, "slope_ci": ci}
 
 
