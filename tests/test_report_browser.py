@@ -28,7 +28,7 @@ def _find(env: str, name: str) -> str | None:
 
 CHROMIUM = _find("MLAGATE_CHROMIUM", "chromium")
 DRIVER = _find("MLAGATE_CHROMEDRIVER", "chromedriver")
-# the page's verdict colours (report.VERDICT_COLOUR) and plot line colours (plots.PALETTE)
+# the page's verdict colours (the .v-* rules of report.CSS) and plot line colours (plots.PALETTE)
 PASS, FAIL, INVALID = (46, 157, 74), (208, 49, 45), (232, 163, 23)
 BLUE, RED = (31, 119, 180), (214, 39, 40)
 

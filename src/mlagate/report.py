@@ -30,7 +30,6 @@ MERGED_SCHEMA = "mlagate.merged/1"
 SUITE_ORDER = ("probes", "threshold", "dispatch", "l1_unchanged", "equivalence", "pools", "marginal_cost", "crossover", "l1_parity", "speculative")
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 EVIDENCE_MARK = {"synthetic": "S", "checkpoint": "C", "argued": "A"}
-VERDICT_COLOUR = {"pass": "#2e9d4a", "fail": "#d0312d", "invalid": "#e8a317", "argued": "#9aa0a6"}
 # per-arm fingerprint keys: everything else is the environment of the run
 ARM_KEYS = ("arm", "arm_dir", "arm_version", "arm_key")
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import math
 
-ROLLBACKS = ("transaction", "trim_prompt_cache", "trim")
 PRIVATE_POOL = "_pool"
 
 
