@@ -91,3 +91,10 @@ def test_a_pinned_worker_runs_on_its_cpu_only(fake_matrix, fake_cache, tmp_path)
     finally:
         pinned.close()
         free.close()
+
+
+def test_a_module_imported_from_outside_the_arm_is_refused(pool):
+    w = pool.get("fake-stock")
+    with pytest.raises(WorkerError, match=r"json was imported from .*, outside the arm "):
+        w.call("build", 60, key="outside", **{"import": "json"}, model="Model", args="ModelArgs", attention="X",
+               config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 16, "v": 16})

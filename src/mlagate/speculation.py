@@ -138,9 +138,7 @@ class SpeculationOps:
         for package in REAL_INITS.get(name, ()):
             _run_init(importlib.import_module(f"{self.package}.{package}"))
         module = importlib.import_module(f"{self.package}.{name}")
-        origin = os.path.realpath(module.__file__)
-        if not origin.startswith(self.arm_dir + os.sep):
-            raise RuntimeError(f"{module.__name__} was imported from {origin}, outside the arm {self.arm_dir}")
+        self._in_arm(module)
         return module
 
     # --- checkpoints ------------------------------------------------------------------
@@ -163,11 +161,9 @@ class SpeculationOps:
                 return {"path": str(final), "written": False}
             utils = self._runtime("utils")
             module = importlib.import_module(req["import"])
+            self._in_arm(module, req["import"])
             config = dict(req["config"])
-            args_cls = getattr(module, req["args"])
-            args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
-            mx.random.seed(req["seed"])
-            model = getattr(module, req["model"])(args)
+            model = self._construct(module, req)
             model.set_dtype(getattr(mx, req["dtype"]))
             perturb = req.get("perturb")
             if perturb:
@@ -202,9 +198,7 @@ class SpeculationOps:
         model, config = utils.load_model(Path(req["path"]), lazy=share is not None)
         if share is not None:
             model.update(self.models[share]["model"].parameters())
-        origin = os.path.realpath(sys.modules[type(model).__module__].__file__)
-        if not origin.startswith(self.arm_dir + os.sep):
-            raise RuntimeError(f"{type(model).__module__} was imported from {origin}, outside the arm {self.arm_dir}")
+        origin = self._in_arm(sys.modules[type(model).__module__])
         counters = probes.Counters()
         if counters.attach(model) == 0:
             raise RuntimeError(f"the checkpoint's model ({type(model).__module__}) holds no MLA attention (embed_q / unembed_out)")

@@ -52,14 +52,8 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             module, forcing = probes.load_forced(req["import"], req["attention"])
         else:
             module, forcing = importlib.import_module(req["import"]), None
-        origin = os.path.realpath(module.__file__)
-        if not origin.startswith(self.arm_dir + os.sep):
-            raise RuntimeError(f"{req['import']} was imported from {origin}, outside the arm {self.arm_dir}")
-        args_cls = getattr(module, req["args"])
-        config = dict(req["config"])
-        args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
-        mx.random.seed(req["seed"])
-        model = getattr(module, req["model"])(args)
+        origin = self._in_arm(module, req["import"])
+        model = self._construct(module, req)
         model.eval()
         attention = [m for _, m in model.named_modules() if type(m).__name__ == req["attention"]]
         if not attention:
@@ -90,8 +84,23 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "forced": bool(forcing),
             "guards": [vars(s) for s in forcing.sites] if forcing else [],
         }
-        self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": config.get("vocab_size", 256)}
+        self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": req["config"].get("vocab_size", 256)}
         return info
+
+    def _in_arm(self, module, name: str | None = None) -> str:
+        """The module's file; a module imported from outside this worker's arm is refused."""
+        origin = os.path.realpath(module.__file__)
+        if not origin.startswith(self.arm_dir + os.sep):
+            raise RuntimeError(f"{name or module.__name__} was imported from {origin}, outside the arm {self.arm_dir}")
+        return origin
+
+    def _construct(self, module, req: dict):
+        """The module's model class built from req's config under req's seed: the runtime's own initialisation."""
+        args_cls = getattr(module, req["args"])
+        config = dict(req["config"])
+        args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
+        self.mx.random.seed(req["seed"])
+        return getattr(module, req["model"])(args)
 
     def op_release(self, req: dict) -> dict:
         """Drop every model and primed cache and return MLX's cached buffers to the device, so
