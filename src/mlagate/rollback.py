@@ -99,8 +99,7 @@ def snapshot(mx, caches) -> list[dict]:
         arrays: list = []
         _flat(getattr(c, "state", None), "state", arrays)
         offset = _int(getattr(c, "offset", None))
-        entry = {"type": type(c).__name__, "offset": offset, "arrays": [], "private": []}
-        entry["arrays"] = [(name, mx.array(_live(a, offset))) for name, a in arrays]
+        entry = {"type": type(c).__name__, "offset": offset, "arrays": [(name, mx.array(_live(a, offset))) for name, a in arrays], "private": []}
         pool = c.__dict__.get(PRIVATE_POOL)
         if isinstance(pool, tuple):
             parts: list = []
@@ -121,9 +120,7 @@ def _live(a, offset):
 
 
 def _int(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, int):  # bool too
         return value
     try:
         if value is not None and getattr(value, "size", 0) == 1:
@@ -242,9 +239,9 @@ BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
 def _array_ulps(mx, a, b, bits: int) -> float:
     """max |a - b| in ULPs of the dtype at max |b| (b is the reference)."""
     a64, b64 = a.astype(mx.float32), b.astype(mx.float32)
-    magnitude = mx.max(mx.abs(b64)).item() if b64.size else 0.0
     if not b64.size:
         return 0.0
+    magnitude = mx.max(mx.abs(b64)).item()
     return mx.max(mx.abs(a64 - b64)).item() / ulp(magnitude, bits)
 
 
