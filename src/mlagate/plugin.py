@@ -245,7 +245,7 @@ class CaseRun:
             "q_lora_rank": shapes["q_lora_rank"],
         }
         if g.indexer is not None:
-            geo.update({"index_n_heads": min(g.indexer.n_heads, p.index_heads), "index_head_dim": g.indexer.head_dim, "index_topk": min(g.indexer.topk, p.index_topk)})
+            geo.update({"index_n_heads": min(g.indexer.n_heads, p.index_heads), "index_head_dim": g.indexer.head_dim, "index_topk": self.index_topk})
             if g.indexer.kpool is not None:
                 geo["index_kpool"] = g.indexer.kpool
         config = {"vocab_size": p.vocab_size, **thaw(self.module.config_for(arm or self.case.arm))}
@@ -342,11 +342,12 @@ class CaseRun:
                 warm.append(r["seconds"])
                 label_path.setdefault(s["label"], s.get("force") or r["path"])
             loops[s["label"]] = calibrated_loops(self.profile.sample_min_s, min(warm))
+        abba = [series, list(reversed(series))]
         for i in range(warmup):
-            for s in series if i % 2 == 0 else list(reversed(series)):
+            for s in abba[i % 2]:
                 one(s)
         for i in range(samples):
-            for s in series if i % 2 == 0 else list(reversed(series)):
+            for s in abba[i % 2]:
                 r = one(s)
                 if r["path"] != label_path[s["label"]]:
                     raise Invalid(f"{s['label']}: a timed sample ran {r['path']}, the row is labelled {label_path[s['label']]}")

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from mlagate.arms import ArmInstall
+from mlagate.worker import PIN_ENV
 
 BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker import main; main(sys.argv[2:])"
-PIN_ENV = "MLAGATE_WORKER_CPU"
 
 
 def pinned_cpu(choice: str, under_xdist: bool) -> int | None:

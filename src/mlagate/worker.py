@@ -20,6 +20,7 @@ from mlagate import probes, rollback
 from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
+PIN_ENV = "MLAGATE_WORKER_CPU"  # the CPU the parent pins this worker to (mlagate.supervisor.pinned_cpu)
 STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
 
 
@@ -434,8 +435,8 @@ def serve(worker: Worker, rfd: int, wfd: int) -> None:
 
 
 def pin(env: dict) -> None:
-    """Pin this process to the CPU the parent chose (MLAGATE_WORKER_CPU), before MLX starts a thread."""
-    cpu = env.get("MLAGATE_WORKER_CPU")
+    """Pin this process to the CPU the parent chose (PIN_ENV), before MLX starts a thread."""
+    cpu = env.get(PIN_ENV)
     if cpu is not None:
         os.sched_setaffinity(0, {int(cpu)})
 
