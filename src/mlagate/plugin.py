@@ -21,6 +21,7 @@ from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
 from mlagate.matrix import default_path as default_matrix
 from mlagate.matrix import load as load_matrix
 from mlagate.plan import Case, PlanError, Selection, expand
+from mlagate.scripts import reference_error
 from mlagate.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 RESULT_KEY = "mlagate_result"
@@ -394,12 +395,17 @@ class CaseRun:
         return obs
 
     def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
-        """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker."""
+        """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker.
+        A reference script that raised means the setup is wrong: the case is invalid."""
         arm = arm or self.case.arm
         for sc in scripts.values():
             sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)
-        return self.call("script", arm, key=key, attention=self.module.attention_for(arm), scripts=scripts,
-                         pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps)
+        reply = self.call("script", arm, key=key, attention=self.module.attention_for(arm), scripts=scripts,
+                          pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps)
+        broken = reference_error(reply)
+        if broken:
+            raise Invalid(broken)
+        return reply
 
     def reproducer(self, **where) -> dict:
         """The smallest description of a failing script: enough to replay it by hand or with the replay command."""
