@@ -74,11 +74,6 @@ def _manifest(d: Path) -> dict | None:
     return _read(path, MANIFEST_SCHEMA, "manifest") if path.is_file() else None
 
 
-def _planned(plan: Path) -> list[str]:
-    data = _read(plan, PLAN_SCHEMA, "plan")
-    return [f"{job['runner']}::{cid}" for job in data["jobs"] for cid in job["case_ids"]]
-
-
 def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome:
     """Copy every result of `dirs` into OUT/results/ and check the set against the plan.
 
@@ -109,8 +104,9 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
 
     planned_shards = None  # (runner, "i/N") of the plan's jobs that hold cases
     if plan is not None:
-        expected = _planned(plan)
-        planned_shards = {(job["runner"], job["shard"]) for job in _read(plan, PLAN_SCHEMA, "plan")["jobs"] if job["case_ids"]}
+        jobs = _read(plan, PLAN_SCHEMA, "plan")["jobs"]
+        expected = [f"{job['runner']}::{cid}" for job in jobs for cid in job["case_ids"]]
+        planned_shards = {(job["runner"], job["shard"]) for job in jobs if job["case_ids"]}
     else:
         expected = [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]]
     have = {f"{r}::{c}" for r, c in seen}
