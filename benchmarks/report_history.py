@@ -89,11 +89,10 @@ def main() -> None:
     print(f"one commit page (plots, junit, summary):   {one:.2f} s")
     print(f"all {len(folders)} commit pages re-rendered:       {every:.1f} s")
 
-    commits = [history._figures(f) for f in folders]
-    commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
-    flagged = [(s["key"], st["index"], st["change"]) for s in history.trends(commits) for st in s["steps"]]
+    series = history.trends(history.load_commits(root))
+    flagged = [(s["key"], st["index"], st["change"]) for s in series for st in s["steps"]]
     planted = [f for f in flagged if f[0].startswith(f"{STEP_MODULE}|marginal_ms|{STEP_ARM}|")]
-    print(f"steps flagged: {len(flagged)} in {len(history.trends(commits))} series; planted step series flagged: "
+    print(f"steps flagged: {len(flagged)} in {len(series)} series; planted step series flagged: "
           + ", ".join(f"{k.split('|')[3]}/{k.split('|')[4]} at commit {i} ({c:+.0%})" for k, i, c in planted))
     others = [f for f in flagged if f not in planted]
     print(f"other flags (false alarms under 3 % noise): {len(others)}" + (": " + "; ".join(f"{k} at {i}" for k, i, _ in others[:5]) if others else ""))

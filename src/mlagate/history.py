@@ -95,10 +95,15 @@ def add(history: Path, merged: dict, rerender: bool = False) -> Path:
     return render_index(history)
 
 
-def render_index(history: Path) -> Path:
+def load_commits(history: Path) -> list[dict]:
+    """The key figures of every commit in a history folder, oldest first."""
     commits = [f for f in (_figures(p) for p in sorted(Path(history).iterdir()) if p.is_dir()) if f]
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
-    html = index_page(commits)
+    return commits
+
+
+def render_index(history: Path) -> Path:
+    html = index_page(load_commits(history))
     out = Path(history) / "index.html"
     report.write_atomic(out, html)
     return out
