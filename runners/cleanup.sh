@@ -31,7 +31,7 @@ done
 
 keep=""
 if [ -x .venv/bin/mlagate ]; then
-  keep="$(.venv/bin/mlagate arms 2>/dev/null | awk '{print $5}')"
+  keep="$(.venv/bin/mlagate arms --keys 2>/dev/null)"
 fi
 rm -rf "$workspace/out" "$workspace/reports/latest" "$workspace/.venv"
 

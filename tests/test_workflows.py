@@ -141,6 +141,8 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     env = {**os.environ, "MLAGATE_CACHE": str(cache)}
     listed = subprocess.run([str(launcher), "arms"], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout
     in_use = listed.split()[4]
+    keys = subprocess.run([str(launcher), "arms", "--keys"], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert in_use in keys, "arms --keys names the installed arm's key without installing"
     for name in (in_use, "stale0000000000000000", "fresh0000000000000000"):
         (cache / "arms" / name).mkdir(parents=True, exist_ok=True)
     for name in (in_use, "stale0000000000000000"):

@@ -65,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
     p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
     p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
+    p.add_argument("--keys", action="store_true", help="only print each arm's cache key, installing nothing (the arms runners/cleanup.sh keeps)")
 
     p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
     _common(p)
@@ -232,6 +233,12 @@ def _dispatch(args) -> int:
             keys = arms_mod.import_cache(args.import_, args.cache)
             print(f"imported {len(keys)} arms from {args.import_}")
         matrix = load(args.matrix or default_path())
+        if args.keys:
+            Selection(arms=tuple(args.arm)).check(matrix)
+            for arm in matrix.arms.values():
+                if not args.arm or arm.id in args.arm:
+                    print(arms_mod.arm_key(arm))
+            return 0
         installs = execute.installs_for(matrix, Selection(arms=tuple(args.arm)), args.cache)
         for inst in installs.values():
             print(f"{inst.arm.id:28} {inst.arm.role:8} {inst.runtime.distribution} {inst.version:10} {inst.key}  {inst.site}")
