@@ -326,9 +326,9 @@ class SpeculationOps:
 
 def _path_record(counters) -> dict:
     """The path the attention calls since the counters were cleared took, and how many took each."""
-    calls = counters.paths()
-    counts = {path: sum(1 for c in calls if c["path"] == path) for path in ("absorbed", "materialised", "split")}
-    return {"path": counters.summary()["path"], "calls": {p: n for p, n in counts.items() if n}}
+    summary = counters.summary()
+    counts = {path: sum(1 for c in summary["calls"] if c["path"] == path) for path in ("absorbed", "materialised", "split")}
+    return {"path": summary["path"], "calls": {p: n for p, n in counts.items() if n}}
 
 
 def _perturb(mx, model, seed: int, scale: float) -> None:
