@@ -190,7 +190,8 @@ def test_speculative(mla):
         mla.metric("rows", rows)  # written as each context finishes: a later crash keeps these
 
     mla.metric("paths", paths)
-    budget = gates["tie_margin"][_per_variant_dtype(mla)][mla.case.backend if mla.case.backend in ("cpu", "gpu") else "gpu"]
+    variant_dtype = _per_variant_dtype(mla)
+    budget = gates["tie_margin"][variant_dtype][mla.case.backend if mla.case.backend in ("cpu", "gpu") else "gpu"]
     decisive = [m for m in mismatches if _decisive(m, budget)]
     mla.metric("token_identity", {"mismatches": mismatches[:5], "count": len(mismatches), "decisive": len(decisive), "tie_margin": budget})
     if mismatches:
@@ -199,7 +200,7 @@ def test_speculative(mla):
         gap = f"plain preferred its token by {m['gap']:.3g} in log-prob" if m["gap"] is not None else f"plain ranked the run's token outside its top {TOP} (gap at least {m['gap_at_least']})"
         if decisive:
             raise AssertionError(f"greedy speculative output differs from plain decoding in {len(mismatches)} run(s): {where}; {gap}, above the tie margin {budget}")
-        raise Invalid(f"undecidable: greedy outputs diverged only at near-ties ({len(mismatches)} run(s), {where}; {gap}, below the {_per_variant_dtype(mla)} tie margin {budget}): the arithmetic, not the runtime, may have chosen")
+        raise Invalid(f"undecidable: greedy outputs diverged only at near-ties ({len(mismatches)} run(s), {where}; {gap}, below the {variant_dtype} tie margin {budget}): the arithmetic, not the runtime, may have chosen")
     self_rows = [row for row in rows if row["draft"] == "self"]
     if len(self_rows) < 2:
         raise Invalid(f"the ground-kept gate needs two context lengths or more; this case has {len(self_rows)}")
