@@ -194,10 +194,10 @@ def test_the_shipped_gate_plans_the_macos_runner(real_cache, tmp_path):
     outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines())
     correctness, performance = json.loads(outputs["correctness"])["include"], json.loads(outputs["performance"])["include"]
     assert len(correctness) == 4 and len(performance) == 1
-    assert all(j["runner"] == "macos-metal" and j["profile"] == "full" and j["backend"] == "gpu" for j in correctness + performance)
+    assert all(j["runner"] == "macos-metal" and j["profile"] == "full" and j["backend"] == "metal" for j in correctness + performance)
     assert correctness[0]["runs_on"] == ["self-hosted", "macOS", "ARM64", "mlagate"]
     assert performance[0]["runs_on"] == ["self-hosted", "macOS", "ARM64", "mlagate-perf"]
-    listed = cli("plan", "--runner", "macos-metal", "--profile", "full", "--backend", "gpu", "--format", "json", cache=real_cache)
+    listed = cli("plan", "--runner", "macos-metal", "--profile", "full", "--backend", "metal", "--format", "json", cache=real_cache)
     assert int(outputs["cases"]) == len(json.loads(listed.stdout))
     costs = [j["cost_s"] for j in correctness]
     assert max(costs) - min(costs) <= max(costs) * 0.2, costs
