@@ -22,7 +22,7 @@ GATES = {
     "dtype": gates.Dtype(),
     "layers": gates.Int(1, 64),
     "beyond_topk": gates.Int(0, 1 << 20),
-    "widths": gates.List(gates.Int(2, 4096)),  # verify widths cycled over the rounds
+    "widths": gates.List(gates.Int(1, 4096)),  # verify widths cycled over the rounds (1: one-token drafts)
     "rounds": gates.Int(1, 1000),
     "seeds": gates.List(gates.Int(0)),
     "logits_ulps": gates.Keyed("backend", gates.Number(0)),
