@@ -120,7 +120,7 @@ class Context:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
-    config.addinivalue_line("markers", "mla_checkpoints: the suite runs a real checkpoint where the runner holds one (CaseRun.checkpoint_path)")
+    config.addinivalue_line("markers", "mla_checkpoints: the suite loads checkpoints itself (every suite runs a held checkpoint through CaseRun.build)")
     config._mlagate = None
     if config.getoption("--mlagate-matrix"):
         _context(config)  # an explicit matrix is validated before collection: a bad one is a usage error
@@ -164,8 +164,6 @@ def mla(request, mla_context, mla_case):
         pytest.skip(run.result.reason)
     if mla_context.matrix.suites[mla_case.suite].kind == "performance" and os.environ.get("PYTEST_XDIST_WORKER"):
         raise Invalid("performance suites never run under xdist: run them serially (tox -e perf, or mlagate run without -n)")
-    if mla_case.evidence == "checkpoint" and not request.node.get_closest_marker("mla_checkpoints"):
-        raise Invalid(f"checkpoint {mla_case.checkpoint} is on this runner, but this suite runs synthetic weights only; nothing was measured")
     yield run
     if mla_context._pool is not None:
         mla_context._pool.release()
@@ -189,6 +187,8 @@ class CaseRun:
             "v": self.geometry.v_head_dim, "rope": self.geometry.qk_rope_head_dim, "source": self.geometry.source,
         }
         self.result.shapes = self.shapes()
+        if self.checkpoint_path:
+            self.result.shapes["weights"] = f"checkpoint {case.checkpoint} ({self.checkpoint_path}): its own heads, hidden size and quantisation"
         self._t0 = time.perf_counter()
 
     # --- shapes -------------------------------------------------------------------------
@@ -256,8 +256,10 @@ class CaseRun:
 
     def _build_request(self, arm: str, dtype: str, quant: dict | None, forced: bool, seed: int, score_scale: float = 1, layers: int | None = None) -> dict:
         g = self.geometry
+        ckpt = self.checkpoint_path
         return {
-            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}" + (f"|layers={layers}" if layers else ""), "score_scale": score_scale,
+            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}" + (f"|layers={layers}" if layers else "")
+            + (f"|checkpoint={ckpt}" if ckpt else ""), "score_scale": score_scale, "checkpoint": ckpt,
             "import": self.module.import_path, "model": self.module.model, "args": self.module.args,
             "attention": self.module.attention_for(arm), "config": self.config(arm, layers), "dtype": dtype, "quant": quant,
             "seed": seed, "forced": forced, "geometry": {"heads": self.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
@@ -294,6 +296,8 @@ class CaseRun:
         arm = arm or self.case.arm
         req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale, layers)
         info = self._worker(arm, replica).call("build", self.profile.timeout_s, **req)
+        if info.get("checkpoint"):
+            self.result.metrics.setdefault("checkpoint_loaded", {})[arm] = info["checkpoint"]
         return req["key"], info
 
     # --- timing ---------------------------------------------------------------------------
@@ -352,7 +356,7 @@ class CaseRun:
     def reference(self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None) -> str:
         """A float64 CPU copy of a built model (weights dequantised and upcast): the high-precision reference."""
         arm = arm or self.case.arm
-        build = self._build_request(arm, "float32", None, True, seed, score_scale)
+        build = {**self._build_request(arm, "float32", None, True, seed, score_scale), "weights": False}
         key = f"reference|{source_key}"
         self._worker(arm).call("reference", self.profile.timeout_s, key=key, source=source_key, build=build)
         return key

@@ -15,6 +15,7 @@ import platform
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from mlagate import probes, rollback, tracing
 from mlagate.speculation import SpeculationOps
@@ -54,7 +55,12 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
         else:
             module, forcing = importlib.import_module(req["import"]), None
         origin = self._in_arm(module, req["import"])
+        ckpt = req.get("checkpoint")
+        if ckpt:
+            req = {**req, "config": json.loads((Path(ckpt) / "config.json").read_text(encoding="utf-8"))}
         model = self._construct(module, req)
+        if ckpt and req.get("weights", True):
+            self._load_checkpoint_weights(model, ckpt)
         model.eval()
         attention = [m for _, m in model.named_modules() if type(m).__name__ == req["attention"]]
         if not attention:
@@ -64,15 +70,19 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             want_q = (geo["heads"], geo["r"], geo["n"])
             want_o = (geo["heads"], geo["v"], geo["r"])
             got_q, got_o = tuple(attn["embed_q"].weight.shape), tuple(attn["unembed_out"].weight.shape)
+            if ckpt:  # a checkpoint keeps its own head count; r, n and v are the geometry's
+                want_q, want_o = got_q[:1] + want_q[1:], got_o[:1] + want_o[1:]
+                if "scales" in attn["embed_q"]:  # packed 4-bit: the last axis is not n
+                    want_q, want_o = want_q[:2] + got_q[2:], want_o[:2] + got_o[2:]
             if got_q != want_q or got_o != want_o:
                 raise RuntimeError(f"geometry not applied: embed_q {got_q} (want {want_q}), unembed_out {got_o} (want {want_o}); check the module's config keys")
-        score_scale = req.get("score_scale") or 1
+        score_scale = 1 if ckpt else req.get("score_scale") or 1  # trained weights are peaked already
         if score_scale != 1:
             for attn in attention:
                 attn["embed_q"].weight = attn["embed_q"].weight * score_scale
         dtype = getattr(mx, req["dtype"])
         model.set_dtype(dtype)
-        quant = req.get("quant")
+        quant = None if ckpt else req.get("quant")  # a checkpoint keeps its own quantisation
         if quant:
             nn.quantize(model, group_size=quant["group_size"], bits=quant["bits"])
         counters = probes.Counters()
@@ -84,9 +94,23 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "attention_instances": len(attention),
             "forced": bool(forcing),
             "guards": [vars(s) for s in forcing.sites] if forcing else [],
+            "checkpoint": ckpt,
         }
         self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": req["config"].get("vocab_size", 256)}
         return info
+
+    def _load_checkpoint_weights(self, model, path: str) -> None:
+        """The checkpoint's weights, read by the runtime's own loader (utils.load_model, lazily),
+        given to `model` (the same classes, or the forced copy of the module): quantised as the
+        checkpoint is, then updated with its parameters."""
+        import mlx.nn as nn  # noqa: PLC0415
+
+        real, config = self._runtime("utils").load_model(Path(path), lazy=True)
+        quant = config.get("quantization")
+        if quant:
+            held = {name for name, m in real.named_modules() if hasattr(m, "scales")}
+            nn.quantize(model, group_size=quant["group_size"], bits=quant["bits"], class_predicate=lambda name, m: name in held)
+        model.update(real.parameters())
 
     def _in_arm(self, module, name: str | None = None) -> str:
         """The module's file; a module imported from outside this worker's arm is refused."""
