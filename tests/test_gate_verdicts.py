@@ -174,3 +174,17 @@ def test_outcome_of_each_verdict_and_expectation():
     assert outcomes.exit_code(outcomes.counts([row("pass", "fail")])) == 1
     assert outcomes.exit_code(outcomes.counts([row("invalid", "pass")])) == 3
     assert outcomes.exit_code(outcomes.counts([], missing=1)) == 3
+
+
+@pytest.mark.parametrize("suite, old, new, message", [
+    ("pool_equivalence", "beyond_topk: [16, 19, 48, 50]", "beyond_topk: [16, 48]",
+     "suites.pool_equivalence.gates: beyond_topk gives cache lengths [32, 64]: both aligned and misaligned ones are needed for kpool 4"),
+    ("trim_after_rejection", "beyond_topk: [16, 19]", "beyond_topk: [16]",
+     "suites.trim_after_rejection.gates: the grid (beyond_topk, widths) holds only window-crossing rejections for kpool 4"),
+])
+def test_a_grid_that_cannot_cover_the_pools_is_refused_at_plan_time(suite, old, new, message):
+    shipped = (ROOT / "matrix.yaml").read_text()
+    assert old in shipped
+    with pytest.raises(matrix.MatrixError) as err:
+        matrix.parse(shipped.replace(old, new, 1), ROOT / "matrix.yaml")
+    assert message in str(err.value) and "geometry glm-5.3-flash" in str(err.value), str(err.value)

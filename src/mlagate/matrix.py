@@ -502,7 +502,7 @@ def parse(text: str, path: Path) -> Matrix:
             declared = descriptors.load(suite_path)
         except descriptors.DescriptorError as exc:
             raise r.fail(node, key, str(exc)) from None
-        gate_nodes[sid] = (m.get("gates", node), declared.gates) if "gates" in m else (None, declared.gates)
+        gate_nodes[sid] = (m.get("gates", node), declared) if "gates" in m else (None, declared)
         suites[sid] = Suite(
             sid, kind, MappingProxyType({}), bool(r.opt(m, "baseline", key, bool, default=False)), only,
             bool(r.opt(m, "sparse", key, bool, default=False)), declared.controls_fail,
@@ -561,8 +561,10 @@ def parse(text: str, path: Path) -> Matrix:
 
     ctx = gatespec.Check(r.fail, tuple(profiles), BACKENDS, DTYPES)
     for sid, (gnode, declared) in gate_nodes.items():
-        gates = gatespec.read(declared, gnode, f"suites.{sid}.gates", ctx)
+        gates = gatespec.read(declared.gates, gnode, f"suites.{sid}.gates", ctx)
         suites[sid] = dataclasses.replace(suites[sid], gates=gates)
+        if declared.plan_check is not None:
+            _plan_check(r, gnode, sid, declared.plan_check, gates, modules, geometries, profiles)
     expectations = _expectations(r, root.get("expectations"), suites, modules, arms, geometries, checkpoints)
 
     return Matrix(
@@ -571,6 +573,21 @@ def parse(text: str, path: Path) -> Matrix:
         suites=MappingProxyType(suites), runners=MappingProxyType(runners), profiles=MappingProxyType(profiles), allowlist=tuple(allowlist),
         expectations=expectations,
     )
+
+
+def _plan_check(r: _Reader, gnode, sid: str, check, gates, modules, geometries, profiles) -> None:
+    """A sparse suite's grid checked against every sparse geometry and profile before anything runs."""
+    for module in modules.values():
+        if not module.sparse:
+            continue
+        for gid in module.geometries:
+            ix = geometries[gid].indexer
+            if ix is None:
+                continue
+            for pid, prof in profiles.items():
+                why = check(ix.kpool or 1, min(ix.topk, prof.index_topk), gates)
+                if why:
+                    raise r.fail(gnode, f"suites.{sid}.gates", f"{why} (geometry {gid}, profile {pid})")
 
 
 def _expectations(r: _Reader, node: _Node | None, suites, modules, arms, geometries, checkpoints) -> tuple[Expectation, ...]:

@@ -16,7 +16,7 @@ where every selection fell back to dense is invalid, not passed.
 import random
 
 from mlagate import scripts
-from mlagate.harness import Invalid, gates, give_up
+from mlagate.harness import gates, give_up
 
 GATES = {
     "dtype": gates.Dtype(),
@@ -28,14 +28,20 @@ GATES = {
 }
 
 
+def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a declaration, read with GATES)
+    """Aligned and misaligned caches are both needed where the indexer pools."""
+    lengths = [topk + o for o in gates["beyond_topk"]]
+    if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
+        return f"beyond_topk gives cache lengths {lengths}: both aligned and misaligned ones are needed for kpool {kpool}"
+    return None
+
+
 def test_pool_equivalence(mla):
     g = mla.gates
     key, _ = mla.build()
     kpool, topk = mla.kpool, mla.index_topk
     lengths = [mla.beyond_topk(o) for o in g["beyond_topk"]]
     mla.metric("indexer", {"kpool": kpool, "index_topk": topk, "aligned": [T for T in lengths if T % kpool == 0], "misaligned": [T for T in lengths if T % kpool]})
-    if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
-        raise Invalid(f"cache lengths {lengths} must include both aligned and misaligned ones for kpool {kpool}")
     vocab = mla.profile.vocab_size
     problems, table, private = [], {}, []
     selected = 0
