@@ -8,7 +8,7 @@ from mlagate import crossover
 from mlagate.harness import gates
 
 GATES = {
-    "warm_caches": gates.List(gates.Int(1, 1 << 20)),
+    "warm_caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T on which verify widths must absorb
     "widths": gates.List(gates.Int(2, 1 << 16)),  # speculative verify widths
 }
 CONTROLS_FAIL = True  # a single-query guard materialises every verify width on a warm cache

@@ -25,9 +25,9 @@ _BUDGET = gates.Record({
 })
 GATES = {
     "widths": gates.List(gates.Int(2, 1 << 16), min_len=2),  # step widths compared (growth needs two)
-    "score_scale": gates.Number(0, above=True),
-    "dtypes": gates.List(gates.Dtype()),
-    "quant": gates.List(gates.Text(r"none|q[2-8]g(32|64|128)")),
+    "score_scale": gates.Number(0, above=True),  # multiplies embed_q: peaked attention as in trained models
+    "dtypes": gates.List(gates.Dtype()),  # dtypes compared
+    "quant": gates.List(gates.Text(r"none|q[2-8]g(32|64|128)")),  # unquantised, or qBITSgGROUP
     "budgets": gates.Keyed("dtype", gates.Keyed("backend", _BUDGET)),  # ULPs per dtype, per backend
 }
 

@@ -19,13 +19,13 @@ from mlagate import scripts
 from mlagate.harness import gates, give_up
 
 GATES = {
-    "dtype": gates.Dtype(),
-    "layers": gates.Int(1, 64),
-    "beyond_topk": gates.Int(0, 1 << 20),
+    "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
+    "layers": gates.Int(1, 64),  # decoder layers of the whole model (at least)
+    "beyond_topk": gates.Int(0, 1 << 20),  # primed cache past the top-k
     "widths": gates.List(gates.Int(1, 4096)),  # verify widths cycled over the rounds (1: one-token drafts)
-    "rounds": gates.Int(1, 1000),
-    "seeds": gates.List(gates.Int(0)),
-    "logits_ulps": gates.Keyed("backend", gates.Number(0)),
+    "rounds": gates.Int(1, 1000),  # verify rounds, each followed by a decode or the next verify
+    "seeds": gates.List(gates.Int(0)),  # one script per seed: accepted counts drawn from 0..L
+    "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |logits| and cache state
 }
 
 

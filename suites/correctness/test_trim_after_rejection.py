@@ -21,13 +21,13 @@ from mlagate import scripts
 from mlagate.harness import gates, give_up
 
 GATES = {
-    "dtype": gates.Dtype(),
+    "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
     "widths": gates.List(gates.Int(2, 4096)),  # S, drafted tokens per verify step
-    "beyond_topk": gates.List(gates.Int(0, 1 << 20)),
+    "beyond_topk": gates.List(gates.Int(0, 1 << 20)),  # primed caches, in tokens past the indexer top-k
     "continue": gates.List(gates.Int(1, 4096)),  # steps fed after the rejection
-    "seed": gates.Int(0),
-    "logits_ulps": gates.Keyed("backend", gates.Number(0)),
-    "state_ulps": gates.Keyed("backend", gates.Number(0)),
+    "seed": gates.Int(0),  # prompt and token seed
+    "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs of the dtype at max |logits|
+    "state_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |array| of pooled keys, index keys, latents
 }
 
 

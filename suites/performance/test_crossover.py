@@ -19,7 +19,7 @@ from mlagate.harness import Invalid, gates
 
 GATES = {
     "tolerance": gates.Number(0, 1, above=True),  # how much slower absorbed may be at the formula's width
-    "samples_at_formula": gates.Samples(),
+    "samples_at_formula": gates.Samples(),  # timed samples a side at the formula's width
 }
 
 

@@ -22,7 +22,7 @@ GATES = {
     "retries": gates.Int(0, 10),  # tries after the first while the interval straddles the tolerance
     "samples": gates.Samples(),  # paired samples a side per try
     "confidence": gates.Number(0.5, 0.9999),  # of each try's interval
-    "max_cache": gates.Int(1, optional=True),
+    "max_cache": gates.Int(1, optional=True),  # the longest cache compared (parity needs no 64K cache)
 }
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")

@@ -33,15 +33,15 @@ from mlagate.speculation import TOP
 _VARIANT = gates.Record({"dtype": gates.Dtype(), "quant": gates.Quant()})
 GATES = {
     "contexts": gates.Keyed("profile", gates.List(gates.Int(1, 1 << 20), min_len=2)),  # prompt lengths P
-    "new_tokens": gates.Keyed("profile", gates.Int(1, 4096)),
+    "new_tokens": gates.Keyed("profile", gates.Int(1, 4096)),  # tokens generated per timed run
     "num_draft": gates.Int(1, 64),  # draft tokens per round
     "samples": gates.Keyed("profile", gates.Samples()),  # timed runs per series and context
-    "warmup": gates.Keyed("profile", gates.Int(0, 100)),
-    "layers": gates.Int(1, 64),
-    "perturb_scale": gates.Keyed("profile", gates.Number(0, above=True)),
+    "warmup": gates.Keyed("profile", gates.Int(0, 100)),  # untimed runs of each series first
+    "layers": gates.Int(1, 64),  # decoder layers of the tiny checkpoints
+    "perturb_scale": gates.Keyed("profile", gates.Number(0, above=True)),  # the perturbed draft: noise as a share of each tensor's std
     "variant": gates.Keyed("profile", _VARIANT),  # the checkpoints' weights per profile
-    "min_ratio_retained": gates.Number(0, 1, above=True),
-    "tie_margin": gates.Keyed("dtype", gates.Keyed("backend", gates.Number(0, above=True))),
+    "min_ratio_retained": gates.Number(0, 1, above=True),  # share of the spec/plain ratio kept from shortest to longest prompt
+    "tie_margin": gates.Keyed("dtype", gates.Keyed("backend", gates.Number(0, above=True))),  # log-prob gap below which a divergence is a near-tie
 }
 CONTROLS_FAIL = True  # a single-query guard makes every verify step re-expand the cache: speculation loses ground
 

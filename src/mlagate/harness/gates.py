@@ -47,7 +47,7 @@ class Number:
     def describe(self) -> str:
         what = "an odd integer" if self.odd else "an integer" if self.integer else "a number"
         lo = "" if self.low is None else f"{'>' if self.above else '>='} {self.low:g}"
-        hi = "" if self.high is None else f"<= {self.high:g}"
+        hi = "" if self.high is None else f"<= {self.high:d}" if self.integer else f"<= {self.high:g}"
         bounds = " and ".join(b for b in (lo, hi) if b)
         return f"{what} {bounds}".strip()
 
@@ -75,6 +75,9 @@ class Choice:
     options: tuple[str, ...]
     optional: bool = False
 
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.options)
+
     def read(self, node, key: str, ctx: Check) -> Any:
         if node.value not in self.options:
             raise ctx.fail(node, key, f"expected one of {', '.join(self.options)}, got {node.value!r}")
@@ -85,6 +88,9 @@ class Choice:
 class Dtype:
     optional: bool = False
 
+    def describe(self) -> str:
+        return "a dtype"
+
     def read(self, node, key: str, ctx: Check) -> Any:
         return Choice(ctx.dtypes).read(node, key, ctx)
 
@@ -93,6 +99,9 @@ class Dtype:
 class Text:
     pattern: str | None = None  # a regular expression the whole string matches
     optional: bool = False
+
+    def describe(self) -> str:
+        return f"a string matching `{self.pattern}`" if self.pattern else "a string"
 
     def read(self, node, key: str, ctx: Check) -> Any:
         import re
@@ -109,6 +118,9 @@ class List:
     min_len: int = 1
     optional: bool = False
 
+    def describe(self) -> str:
+        return f"a list ({self.min_len} or more) of {self.item.describe()}"
+
     def read(self, node, key: str, ctx: Check) -> Any:
         if not isinstance(node.value, list) or len(node.value) < self.min_len:
             raise ctx.fail(node, key, f"expected a list of at least {self.min_len} ({self.item.describe() if hasattr(self.item, 'describe') else 'values'})")
@@ -121,6 +133,9 @@ class Record:
 
     fields: Mapping[str, Any]
     optional: bool = False
+
+    def describe(self) -> str:
+        return "{" + ", ".join(f"{k}: {v.describe()}" for k, v in self.fields.items()) + "}"
 
     def read(self, node, key: str, ctx: Check) -> Any:
         if not isinstance(node.value, dict):
@@ -146,6 +161,9 @@ class Keyed:
     over: str  # "backend", "profile" or "dtype"
     of: Any
     optional: bool = False
+
+    def describe(self) -> str:
+        return f"per {self.over}: {self.of.describe()}"
 
     def read(self, node, key: str, ctx: Check) -> Any:
         names = {"backend": ctx.backends, "profile": ctx.profiles, "dtype": ctx.dtypes}[self.over]
@@ -176,6 +194,9 @@ class Quant:
     """Weights unquantised ("none") or {group_size, bits}."""
 
     optional: bool = False
+
+    def describe(self) -> str:
+        return "none, or {group_size: an integer, bits: an integer 2 to 8}"
 
     def read(self, node, key: str, ctx: Check) -> Any:
         if node.value == "none":
