@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from tests import gha
 from tests.conftest import FIXTURES, ROOT
+from tests.fakert import fake_tree
 
 pytestmark = [pytest.mark.workflow, pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable()))]
 
@@ -30,15 +32,6 @@ DEFECT_ARM = """  fake-unfixed:  # planted defect: the unpatched tree (L == 1 gu
     role: patched  # role
 """
 DEPLOY = "        uses: actions/deploy-pages@"
-
-
-def fake_tree(dest: Path) -> None:
-    """The fake runtime with only its GoodAttention module (the one the gate matrix registers)."""
-    src = FIXTURES / "fakemla-tree" / "fakemla"
-    (dest / "fakemla" / "models").mkdir(parents=True)
-    shutil.copy(src / "__init__.py", dest / "fakemla")
-    for name in ("__init__.py", "base.py", "cache.py", "good.py"):
-        shutil.copy(src / "models" / name, dest / "fakemla" / "models")
 
 
 @pytest.fixture
@@ -115,7 +108,7 @@ def test_a_pull_request_adding_a_defective_arm_is_red_and_named(gate_repo, tmp_p
     assert run.jobs["plan"] == "success" and run.jobs["gate"] == "failure", run.jobs
     assert run.jobs["correctness"] == "failure", "the shard that ran the failing case fails"
     bad = CASE_DISPATCH.format(arm="fake-unfixed")
-    assert f"fail     dispatch     fake/good                          fake-unfixed" in run.summary("gate"), run.summary("gate")
+    assert re.search(r"^fail +dispatch +fake/good +fake-unfixed ", run.summary("gate"), re.M), run.summary("gate")
     found = verdicts(report(run, tmp_path / "report"))
     assert found[bad] == "fail" and found[CASE_DISPATCH.format(arm="fake-patched")] == "pass", found
 
