@@ -197,3 +197,14 @@ def copy_project(dest: Path) -> None:
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
+
+
+def cleanup_act_workdirs():
+    """act keeps a copy of each checkout under ~/.cache/act/<hash>/: a generator fixture body
+    that removes the ones made while it was open (the tool cache stays)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "act"
+    before = set(base.glob("*")) if base.is_dir() else set()
+    yield
+    for d in (set(base.glob("*")) if base.is_dir() else set()) - before:
+        if d.name != "tool_cache":
+            shutil.rmtree(d, ignore_errors=True)

@@ -48,13 +48,7 @@ def gate_repo(tmp_path) -> gha.Repo:
 
 @pytest.fixture(autouse=True, scope="module")
 def act_workdirs():
-    """act keeps a copy of each checkout under ~/.cache/act/<hash>/: remove the ones these tests made."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "act"
-    before = set(base.glob("*")) if base.is_dir() else set()
-    yield
-    for d in (set(base.glob("*")) if base.is_dir() else set()) - before:
-        if d.name != "tool_cache":
-            shutil.rmtree(d, ignore_errors=True)
+    yield from gha.cleanup_act_workdirs()
 
 
 def pull_request(repo: gha.Repo, change=None, head_repo: str = gha.SERVER_REPO, artifacts: Path | None = None) -> gha.ActRun:
