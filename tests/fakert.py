@@ -11,8 +11,13 @@ from pathlib import Path
 from tests.conftest import FIXTURES
 
 FIX = FIXTURES / "fake-fix.patch"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def fake_tree(dest: Path) -> None:
@@ -25,8 +30,14 @@ def fake_tree(dest: Path) -> None:
 
 
 def git(repo: Path, *args: str, env: dict | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **GIT_ENV, **(env or {})})
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **GIT_ENV, **(env or {})},
+    )
     assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stderr}"
     return proc.stdout.strip()
 

@@ -22,8 +22,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ACT_VERSION = "0.2.89"
-LABELS = ("ubuntu-24.04", "ubuntu-latest", "self-hosted", "macOS", "ARM64", "Linux", "X64",
-          "mlagate", "mlagate-perf")
+LABELS = (
+    "ubuntu-24.04",
+    "ubuntu-latest",
+    "self-hosted",
+    "macOS",
+    "ARM64",
+    "Linux",
+    "X64",
+    "mlagate",
+    "mlagate-perf",
+)
 
 
 def actions_dir() -> Path:
@@ -48,12 +57,19 @@ def unavailable() -> str | None:
 
 def tool_cache() -> Path:
     """Register this machine's Python in act's host tool cache, for actions/setup-python."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "act" / "tool_cache" / "Python"
+    base = (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "act"
+        / "tool_cache"
+        / "Python"
+    )
     version = ".".join(map(str, sys.version_info[:3]))
     done = base / version / "x64.complete"
     if not done.exists():
         (base / version).mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(base / version / "x64")], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--clear", str(base / version / "x64")], check=True
+        )
         done.touch()
     return base
 
@@ -87,8 +103,11 @@ class ActRun:
     def summary(self, job: str) -> str:
         """What the job's steps wrote to $GITHUB_STEP_SUMMARY (act logs it as "Summary - ...")."""
         marker = "Summary - "
-        parts = [e["msg"].split(marker, 1)[1] for e in log_entries(self.log)
-                 if e.get("jobID") == job and marker in e.get("msg", "")]
+        parts = [
+            e["msg"].split(marker, 1)[1]
+            for e in log_entries(self.log)
+            if e.get("jobID") == job and marker in e.get("msg", "")
+        ]
         return "".join(parts)
 
     def job_log(self, job: str) -> str:
@@ -126,16 +145,37 @@ def log_entries(log: str) -> list[dict]:
     return entries
 
 
-def act(repo: Path, event: str, event_json: dict, workflow: str, artifacts: Path,
-        env: dict[str, str] | None = None, extra_repos: dict[str, Path] | None = None,
-        variables: dict[str, str] | None = None, timeout: int = 900) -> ActRun:
+def act(
+    repo: Path,
+    event: str,
+    event_json: dict,
+    workflow: str,
+    artifacts: Path,
+    env: dict[str, str] | None = None,
+    extra_repos: dict[str, Path] | None = None,
+    variables: dict[str, str] | None = None,
+    timeout: int = 900,
+) -> ActRun:
     """Run `workflow` of the git checkout `repo` for `event` under act; return its outcome."""
     event_path = artifacts.parent / f"{artifacts.name}-event.json"
     event_path.write_text(json.dumps(event_json))
     tool_cache()
-    cmd = [act_binary(), event, "-W", workflow, "-e", str(event_path), "--json",
-           "--action-offline-mode", "--artifact-server-addr", "127.0.0.1",
-           "--artifact-server-port", str(free_port()), "--artifact-server-path", str(artifacts)]
+    cmd = [
+        act_binary(),
+        event,
+        "-W",
+        workflow,
+        "-e",
+        str(event_path),
+        "--json",
+        "--action-offline-mode",
+        "--artifact-server-addr",
+        "127.0.0.1",
+        "--artifact-server-port",
+        str(free_port()),
+        "--artifact-server-path",
+        str(artifacts),
+    ]
     for label in LABELS:
         cmd += ["-P", f"{label}=-self-hosted"]
     cmd += local_repositories(extra_repos)
@@ -143,8 +183,14 @@ def act(repo: Path, event: str, event_json: dict, workflow: str, artifacts: Path
         cmd += ["--env", f"{key}={value}"]
     for key, value in (variables or {}).items():
         cmd += ["--var", f"{key}={value}"]
-    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        cmd,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     log = proc.stdout + proc.stderr
     return ActRun(proc.returncode, log, _job_results(log), artifacts)
 
@@ -162,7 +208,8 @@ class Repo:
         self.gitconfig.write_text(
             "[user]\n\tname = mlagate test\n\temail = test@example.invalid\n"
             f'[url "file://{self.origin}"]\n\tinsteadOf = https://github.com/{name}\n'
-            "[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n")
+            '[init]\n\tdefaultBranch = main\n[protocol "file"]\n\tallow = always\n'
+        )
         self.env = {"GIT_CONFIG_GLOBAL": str(self.gitconfig), "GIT_CONFIG_NOSYSTEM": "1"}
         self.path.mkdir(parents=True)
         self.git("init", "--quiet", "--bare", str(self.origin), cwd=where)
@@ -170,8 +217,14 @@ class Repo:
         self.git("remote", "add", "origin", f"https://github.com/{name}")
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
-        proc = subprocess.run(["git", *args], cwd=cwd or self.path, capture_output=True, text=True,
-                              env={**os.environ, **self.env}, timeout=120)
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd or self.path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.env},
+            timeout=120,
+        )
         if proc.returncode:
             raise AssertionError(f"git {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout.strip()
@@ -181,17 +234,37 @@ class Repo:
         self.git("commit", "--quiet", "--allow-empty", "-m", message)
         return self.git("rev-parse", "HEAD")
 
-    def act(self, event: str, payload: dict, artifacts: Path, workflow: str = ".github/workflows/gate.yml",
-            env: dict[str, str] | None = None, extra_repos: dict[str, Path] | None = None,
-            variables: dict[str, str] | None = None) -> ActRun:
-        return act(self.path, event, payload, workflow, artifacts, {**self.env, **(env or {})},
-                   extra_repos, variables)
+    def act(
+        self,
+        event: str,
+        payload: dict,
+        artifacts: Path,
+        workflow: str = ".github/workflows/gate.yml",
+        env: dict[str, str] | None = None,
+        extra_repos: dict[str, Path] | None = None,
+        variables: dict[str, str] | None = None,
+    ) -> ActRun:
+        return act(
+            self.path,
+            event,
+            payload,
+            workflow,
+            artifacts,
+            {**self.env, **(env or {})},
+            extra_repos,
+            variables,
+        )
 
 
 def copy_project(dest: Path) -> None:
     """This checkout's files (tracked and untracked, not ignored) into dest."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, listed):
         src = ROOT / name
         if src.is_file():

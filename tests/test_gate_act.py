@@ -22,7 +22,10 @@ from tests import gha
 from tests.conftest import FIXTURES, ROOT
 from tests.fakert import fake_tree
 
-pytestmark = [pytest.mark.workflow, pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable()))]
+pytestmark = [
+    pytest.mark.workflow,
+    pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable())),
+]
 
 PERF_WARN = {"MLAGATE_PERF_HEALTH": "warn"}
 FORK_MESSAGE = "gate not run: pull request from a fork"
@@ -51,25 +54,34 @@ def act_workdirs():
     yield from gha.cleanup_act_workdirs()
 
 
-def pull_request(repo: gha.Repo, change=None, head_repo: str = gha.SERVER_REPO, artifacts: Path | None = None) -> gha.ActRun:
+def pull_request(
+    repo: gha.Repo, change=None, head_repo: str = gha.SERVER_REPO, artifacts: Path | None = None
+) -> gha.ActRun:
     base = repo.git("rev-parse", "main")
     repo.git("checkout", "--quiet", "-b", "feature")
     if change:
         change(repo.path)
     head = repo.commit("the pull request")
-    payload = {"pull_request": {
-        "number": 7,
-        "head": {"ref": "feature", "sha": head, "repo": {"full_name": head_repo}},
-        "base": {"ref": "main", "sha": base, "repo": {"full_name": gha.SERVER_REPO}},
-    }}
-    return repo.act("pull_request", payload, artifacts or repo.path.parent / "artifacts", variables=PERF_WARN)
+    payload = {
+        "pull_request": {
+            "number": 7,
+            "head": {"ref": "feature", "sha": head, "repo": {"full_name": head_repo}},
+            "base": {"ref": "main", "sha": base, "repo": {"full_name": gha.SERVER_REPO}},
+        }
+    }
+    return repo.act(
+        "pull_request", payload, artifacts or repo.path.parent / "artifacts", variables=PERF_WARN
+    )
 
 
 def report(run: gha.ActRun, dest: Path) -> dict:
     """The gate's report artifact: merge.json and the commit's merged.json."""
     gate = run.artifact("report", dest)
     merged = next((gate / "site").glob("*/merged.json"))
-    return {"merge": json.loads((gate / "merged" / "merge.json").read_text()), "merged": json.loads(merged.read_text())}
+    return {
+        "merge": json.loads((gate / "merged" / "merge.json").read_text()),
+        "merged": json.loads(merged.read_text()),
+    }
 
 
 def verdicts(doc: dict) -> dict[str, str]:
@@ -82,11 +94,19 @@ CASE_COST = "marginal_cost::fake/good::{arm}::tiny::float32::cpu"
 
 def test_a_pull_request_on_clean_main_is_green(gate_repo, tmp_path):
     run = pull_request(gate_repo)
-    assert run.jobs == {"plan": "success", "correctness": "success", "performance": "success", "gate": "success"}, run.log[-3000:]
+    assert run.jobs == {
+        "plan": "success",
+        "correctness": "success",
+        "performance": "success",
+        "gate": "success",
+    }, run.log[-3000:]
     summary = run.summary("gate")
     assert "## mlagate gate" in summary and "**2 passed, 0 failed, 0 invalid" in summary, summary
     doc = report(run, tmp_path / "report")
-    assert verdicts(doc) == {CASE_DISPATCH.format(arm="fake-patched"): "pass", CASE_COST.format(arm="fake-patched"): "pass"}
+    assert verdicts(doc) == {
+        CASE_DISPATCH.format(arm="fake-patched"): "pass",
+        CASE_COST.format(arm="fake-patched"): "pass",
+    }
     assert not doc["merge"]["missing"], doc["merge"]
     for job in ("correctness", "performance"):  # the runner tooling ran on this machine's labels
         log = run.job_log(job)
@@ -96,21 +116,28 @@ def test_a_pull_request_on_clean_main_is_green(gate_repo, tmp_path):
 def test_a_pull_request_adding_a_defective_arm_is_red_and_named(gate_repo, tmp_path):
     def add_arm(path: Path):
         text = (path / "matrix.yaml").read_text()
-        (path / "matrix.yaml").write_text(text.replace("arms:  # arms\n", "arms:  # arms\n" + DEFECT_ARM, 1))
+        (path / "matrix.yaml").write_text(
+            text.replace("arms:  # arms\n", "arms:  # arms\n" + DEFECT_ARM, 1)
+        )
 
     run = pull_request(gate_repo, add_arm)
     assert run.jobs["plan"] == "success" and run.jobs["gate"] == "failure", run.jobs
     assert run.jobs["correctness"] == "failure", "the shard that ran the failing case fails"
     bad = CASE_DISPATCH.format(arm="fake-unfixed")
-    assert re.search(r"^fail +dispatch +fake/good +fake-unfixed ", run.summary("gate"), re.M), run.summary("gate")
+    assert re.search(r"^fail +dispatch +fake/good +fake-unfixed ", run.summary("gate"), re.M), (
+        run.summary("gate")
+    )
     found = verdicts(report(run, tmp_path / "report"))
     assert found[bad] == "fail" and found[CASE_DISPATCH.format(arm="fake-patched")] == "pass", found
 
 
 def fork_case_problems(run: gha.ActRun) -> list[str]:
     """What is wrong with a fork pull request's run (empty when the gate held)."""
-    problems = [f"self-hosted job {job} ran ({run.jobs[job]})" for job in ("correctness", "performance")
-                if run.jobs.get(job) not in (None, "skipped")]
+    problems = [
+        f"self-hosted job {job} ran ({run.jobs[job]})"
+        for job in ("correctness", "performance")
+        if run.jobs.get(job) not in (None, "skipped")
+    ]
     if run.jobs.get("gate") != "failure":
         problems.append(f"gate ended {run.jobs.get('gate')}")
     if FORK_MESSAGE not in run.summary("gate"):
@@ -126,11 +153,14 @@ def test_a_fork_pull_request_runs_nothing_self_hosted(gate_repo):
 
 def test_dropping_the_head_repository_check_lets_a_fork_run_self_hosted(gate_repo):
     """The mutation of gate.yml's fork condition that the fork case must catch."""
+
     def mutate(path: Path):
         wf = path / ".github" / "workflows" / "gate.yml"
         check = " || github.event.pull_request.head.repo.full_name == github.repository)"
         text = wf.read_text()
-        assert text.count(check) == 2, "the shard jobs' fork condition changed: update this mutation"
+        assert text.count(check) == 2, (
+            "the shard jobs' fork condition changed: update this mutation"
+        )
         wf.write_text(text.replace(check, " || true)"))
 
     run = pull_request(gate_repo, mutate, head_repo="someone/mlagate-fork")
@@ -140,7 +170,11 @@ def test_dropping_the_head_repository_check_lets_a_fork_run_self_hosted(gate_rep
 def test_a_shard_job_that_dies_leaves_its_cases_missing(gate_repo, tmp_path):
     def kill_correctness(path: Path):
         script = path / "runners" / "setup-venv.sh"
-        text = script.read_text().replace("set -euo pipefail\n", 'set -euo pipefail\nif [ "${GITHUB_JOB:-}" = correctness ]; then kill -KILL $$; fi\n', 1)
+        text = script.read_text().replace(
+            "set -euo pipefail\n",
+            'set -euo pipefail\nif [ "${GITHUB_JOB:-}" = correctness ]; then kill -KILL $$; fi\n',
+            1,
+        )
         script.write_text(text)
 
     run = pull_request(gate_repo, kill_correctness)
@@ -165,14 +199,23 @@ def test_pushes_to_main_publish_and_append_the_history(gate_repo, tmp_path):
     text = wf.read_text()
     start = text.index(DEPLOY)
     end = text.index("\n", start)
-    wf.write_text(text[:start] + "        run: echo 'deploy-pages stand-in (offline test)'" + text[end:])
+    wf.write_text(
+        text[:start] + "        run: echo 'deploy-pages stand-in (offline test)'" + text[end:]
+    )
     shas = []
     for n in (1, 2):
         shas.append(gate_repo.commit(f"main {n}"))
         gate_repo.git("push", "--quiet", "origin", "main")
-        payload = {"ref": "refs/heads/main", "after": shas[-1], "repository": {"full_name": gha.SERVER_REPO}}
+        payload = {
+            "ref": "refs/heads/main",
+            "after": shas[-1],
+            "repository": {"full_name": gha.SERVER_REPO},
+        }
         run = gate_repo.act("push", payload, tmp_path / f"artifacts-{n}", variables=PERF_WARN)
-        assert run.jobs.get("publish") == "success" and run.jobs["gate"] == "success", (run.jobs, run.log[-3000:])
+        assert run.jobs.get("publish") == "success" and run.jobs["gate"] == "success", (
+            run.jobs,
+            run.log[-3000:],
+        )
         assert pages(gate_repo) == sorted(shas), f"push {n}: gh-pages holds {pages(gate_repo)}"
     index = gate_repo.git("show", "gh-pages:index.html", cwd=gate_repo.origin)
     assert all(sha[:7] in index for sha in shas), "the history index lists both commits"
@@ -181,9 +224,20 @@ def test_pushes_to_main_publish_and_append_the_history(gate_repo, tmp_path):
 def test_the_pre_job_hook_passes_a_correctness_job_here(tmp_path):
     """runners/pre-job.sh, as the runner's job-started hook would call it, on this machine."""
     mlagate = Path(shutil.which("mlagate") or ROOT / ".venv" / "bin" / "mlagate")
-    env = {**os.environ, "GITHUB_JOB": "correctness", "MLAGATE_HEALTH": str(mlagate), "MLAGATE_HEALTH_BACKEND": "cpu"}
-    proc = subprocess.run([str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0 and "mlagate health: Linux" in proc.stdout, proc.stdout + proc.stderr
+    env = {
+        **os.environ,
+        "GITHUB_JOB": "correctness",
+        "MLAGATE_HEALTH": str(mlagate),
+        "MLAGATE_HEALTH_BACKEND": "cpu",
+    }
+    proc = subprocess.run(
+        [str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0 and "mlagate health: Linux" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
     env["MLAGATE_HEALTH_BACKEND"] = "metal"
-    proc = subprocess.run([str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode != 0, "an unknown backend is refused"

@@ -30,10 +30,25 @@ def verdicts(out):
 def test_a_head_that_fixes_the_guard_passes(tmp_path, head_matrix, run_cli, fake_cache):
     repo = runtime_repo(tmp_path / "rt", "fix")
     out = tmp_path / "out"
-    proc = run_cli("run", "--head", repo, "--base", "main", "--matrix", head_matrix, "--out", out, cache=fake_cache)
+    proc = run_cli(
+        "run",
+        "--head",
+        repo,
+        "--base",
+        "main",
+        "--matrix",
+        head_matrix,
+        "--out",
+        out,
+        cache=fake_cache,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"against base {git(repo, 'rev-parse', 'main')[:12]} (fakemla): fake/good" in proc.stdout
-    assert verdicts(out) == {("dispatch", "head"): "pass", ("l1_unchanged", "head"): "pass", ("marginal_cost", "head"): "pass"}
+    assert verdicts(out) == {
+        ("dispatch", "head"): "pass",
+        ("l1_unchanged", "head"): "pass",
+        ("marginal_cost", "head"): "pass",
+    }
 
 
 def test_a_head_that_reintroduces_l_equals_1_is_red(tmp_path, head_matrix, run_cli, fake_cache):
@@ -42,30 +57,69 @@ def test_a_head_that_reintroduces_l_equals_1_is_red(tmp_path, head_matrix, run_c
     proc = run_cli("run", "--head", repo, "--matrix", head_matrix, "--out", out, cache=fake_cache)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = verdicts(out)
-    assert found[("dispatch", "head")] == "fail" and found[("marginal_cost", "head")] == "fail", found
+    assert found[("dispatch", "head")] == "fail" and found[("marginal_cost", "head")] == "fail", (
+        found
+    )
     assert "replay dispatch::fake/good::head::tiny::float32::cpu" in proc.stdout
 
 
-def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(tmp_path, head_matrix, run_cli, fake_cache):
+def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
     repo = runtime_repo(tmp_path / "rt", "fix")
-    novel = (repo / "fakemla" / "models" / "good.py").read_text().replace("class GoodAttention", "class NovelAttention")
+    novel = (
+        (repo / "fakemla" / "models" / "good.py")
+        .read_text()
+        .replace("class GoodAttention", "class NovelAttention")
+    )
     (repo / "fakemla" / "models" / "novel.py").write_text(novel)
-    proc = run_cli("run", "--head", repo, "--base", "main", "--matrix", head_matrix, "--out", tmp_path / "out", cache=fake_cache)
+    proc = run_cli(
+        "run",
+        "--head",
+        repo,
+        "--base",
+        "main",
+        "--matrix",
+        head_matrix,
+        "--out",
+        tmp_path / "out",
+        cache=fake_cache,
+    )
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
-    assert proc.stderr == (f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not in {head_matrix}: "
-                           "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, model, args and geometries\n")
+    assert proc.stderr == (
+        f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not in {head_matrix}: "
+        "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, model, args and geometries\n"
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--head", "{tmp}/nowhere"], "--head {tmp}/nowhere: no such directory"),
-    (["--base", "main"], "--base goes with --head"),
-    (["--head", "{repo}", "--base", "no-such-branch"], "--head {repo}: git merge-base HEAD no-such-branch: fatal: Not a valid object name no-such-branch"),
-    (["--head", "{repo}", "--arm", "x"], "--head chooses the arm and the modules: --arm and --module do not apply"),
-    (["--head", "{tmp}"], "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/)"),
-])
-def test_bad_head_arguments_are_one_line_errors(tmp_path, head_matrix, run_cli, fake_cache, argv, message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--head", "{tmp}/nowhere"], "--head {tmp}/nowhere: no such directory"),
+        (["--base", "main"], "--base goes with --head"),
+        (
+            ["--head", "{repo}", "--base", "no-such-branch"],
+            "--head {repo}: git merge-base HEAD no-such-branch: fatal: Not a valid object name no-such-branch",
+        ),
+        (
+            ["--head", "{repo}", "--arm", "x"],
+            "--head chooses the arm and the modules: --arm and --module do not apply",
+        ),
+        (
+            ["--head", "{tmp}"],
+            "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/)",
+        ),
+    ],
+)
+def test_bad_head_arguments_are_one_line_errors(
+    tmp_path, head_matrix, run_cli, fake_cache, argv, message
+):
     repo = runtime_repo(tmp_path / "rt", "fix")
     fill = {"tmp": tmp_path, "repo": repo, "matrix": head_matrix}
     argv = [a.format(**fill) for a in argv]
-    proc = run_cli("run", *argv, "--matrix", head_matrix, "--out", tmp_path / "out", cache=fake_cache)
-    assert (proc.returncode, proc.stderr) == (2, f"mlagate: error: {message.format(**fill)}\n"), proc.stdout + proc.stderr
+    proc = run_cli(
+        "run", *argv, "--matrix", head_matrix, "--out", tmp_path / "out", cache=fake_cache
+    )
+    assert (proc.returncode, proc.stderr) == (2, f"mlagate: error: {message.format(**fill)}\n"), (
+        proc.stdout + proc.stderr
+    )

@@ -13,7 +13,10 @@ import yaml
 from tests import fakert, gha
 from tests.conftest import FIXTURES
 
-pytestmark = [pytest.mark.workflow, pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable()))]
+pytestmark = [
+    pytest.mark.workflow,
+    pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable())),
+]
 
 ACTION = "mlagate-test/mlagate@v1"  # a caller pins a commit; act maps this name to a copy of the checkout
 CALLER = f"""name: mlagate
@@ -41,7 +44,9 @@ jobs:
 def caller_repo(where, head: str) -> gha.Repo:
     repo = gha.Repo(where, "mlx-test/fakert")
     matrix = yaml.safe_load((FIXTURES / "gate" / "matrix.yaml").read_text())
-    matrix["arms"] = {"fakert": {"runtime": "fakemla", "path": ".", "role": "stock"}}  # this checkout
+    matrix["arms"] = {
+        "fakert": {"runtime": "fakemla", "path": ".", "role": "stock"}
+    }  # this checkout
     fakert.runtime_repo(repo.path, head, repo.env)
     repo.git("checkout", "--quiet", "main")
     (repo.path / "mlagate.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
@@ -57,13 +62,28 @@ def caller_repo(where, head: str) -> gha.Repo:
 def pull_request(repo: gha.Repo, tmp_path) -> gha.ActRun:
     action = tmp_path / "mlagate-action"
     gha.copy_project(action)
-    payload = {"pull_request": {
-        "number": 3,
-        "head": {"ref": "pr", "sha": repo.git("rev-parse", "HEAD"), "repo": {"full_name": repo.name}},
-        "base": {"ref": "main", "sha": repo.git("rev-parse", "main"), "repo": {"full_name": repo.name}},
-    }}
-    return repo.act("pull_request", payload, tmp_path / "artifacts", ".github/workflows/mlagate.yml",
-                    extra_repos={ACTION: action})
+    payload = {
+        "pull_request": {
+            "number": 3,
+            "head": {
+                "ref": "pr",
+                "sha": repo.git("rev-parse", "HEAD"),
+                "repo": {"full_name": repo.name},
+            },
+            "base": {
+                "ref": "main",
+                "sha": repo.git("rev-parse", "main"),
+                "repo": {"full_name": repo.name},
+            },
+        }
+    }
+    return repo.act(
+        "pull_request",
+        payload,
+        tmp_path / "artifacts",
+        ".github/workflows/mlagate.yml",
+        extra_repos={ACTION: action},
+    )
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -76,7 +96,10 @@ def test_a_head_that_fixes_the_guard_goes_green(tmp_path):
     run = pull_request(repo, tmp_path)
     assert run.jobs == {"mlagate": "success"}, run.log[-4000:]
     summary = run.summary("mlagate")
-    assert "## mlagate: head against its merge base" in summary and "3 passed, 0 failed, 0 invalid" in summary, summary
+    assert (
+        "## mlagate: head against its merge base" in summary
+        and "3 passed, 0 failed, 0 invalid" in summary
+    ), summary
 
 
 def test_a_head_that_reintroduces_l_equals_1_goes_red(tmp_path):

@@ -83,8 +83,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
     p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
     p.add_argument("--head", type=Path, default=None, metavar="PATH",
-                   help="a runtime checkout: its working tree is the arm head, compared with its merge base (mlagate.headbase)")
-    p.add_argument("--base", default=None, metavar="REF", help="with --head: the branch or commit head left (default: origin/HEAD, else main)")
+                   help="a runtime checkout: its working tree is the arm head, compared with its "
+                   "merge base (mlagate.headbase)")
+    p.add_argument("--base", default=None, metavar="REF",
+                   help="with --head: the branch or commit head left (default: origin/HEAD, else main)")
 
     p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
@@ -208,9 +210,11 @@ def _head(args) -> None:
     if args.head is None:
         raise execute.UsageError("--base goes with --head")
     if args.arm or args.module:
-        raise execute.UsageError("--head chooses the arm and the modules: --arm and --module do not apply")
+        raise execute.UsageError(
+            "--head chooses the arm and the modules: --arm and --module do not apply")
     hb = headbase.prepare(args.matrix or default_path(), args.head, args.base, args.out)
-    print(f"head {args.head} against base {hb.base_commit[:12]} ({hb.runtime}): {', '.join(hb.modules)}")
+    modules = ", ".join(hb.modules)
+    print(f"head {args.head} against base {hb.base_commit[:12]} ({hb.runtime}): {modules}")
     args.matrix, args.module, args.arm = hb.matrix, list(hb.modules), [headbase.HEAD]
 
 

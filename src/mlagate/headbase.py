@@ -40,11 +40,15 @@ class HeadBase:
 
 def _git(path: Path, *args: str) -> str:
     try:
-        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=120
+        )
     except FileNotFoundError:
         raise HeadBaseError("--head: git is not installed") from None
     if proc.returncode != 0:
-        first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), f"exit {proc.returncode}")
+        first = next(
+            (ln for ln in proc.stderr.splitlines() if ln.strip()), f"exit {proc.returncode}"
+        )
         raise HeadBaseError(f"--head {path}: git {' '.join(args)}: {first.strip()}")
     return proc.stdout.strip()
 
@@ -62,7 +66,9 @@ def runtime_of(matrix: Matrix, head: Path) -> str:
     if len(found) != 1:
         packages = ", ".join(f"{r.package}/" for r in matrix.runtimes.values())
         what = "none" if not found else " and ".join(found)
-        raise HeadBaseError(f"--head {head}: holds {what} of the runtimes of {matrix.path} (looked for {packages})")
+        raise HeadBaseError(
+            f"--head {head}: holds {what} of the runtimes of {matrix.path} (looked for {packages})"
+        )
     return found[0]
 
 
@@ -72,17 +78,23 @@ def known_modules(matrix: Matrix, runtime: str, head: Path) -> dict[str, str]:
     registered = {}
     for m in matrix.modules.values():
         if m.runtime == runtime:
-            for cls in {m.attention, *(o.get("attention", m.attention) for o in m.overrides.values())}:
+            for cls in {
+                m.attention,
+                *(o.get("attention", m.attention) for o in m.overrides.values()),
+            }:
                 registered.setdefault((m.import_path, cls), m.id)
     chosen = {}
     for imp, cls in scanner.discover(head, package):
         if (imp, cls) not in registered:
             raise HeadBaseError(
                 f"--head {head}: MLA class {cls} in {imp} is not in {matrix.path}: add a modules: entry "
-                f"with import: {imp}, attention: {cls}, model, args and geometries")
+                f"with import: {imp}, attention: {cls}, model, args and geometries"
+            )
         chosen[registered[(imp, cls)]] = cls
     if not chosen:
-        raise HeadBaseError(f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) under {package}/")
+        raise HeadBaseError(
+            f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) under {package}/"
+        )
     return chosen
 
 
@@ -91,14 +103,21 @@ def export_base(head: Path, ref: str, dest: Path) -> str:
     commit = _git(head, "merge-base", "HEAD", ref)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as tar:
-        subprocess.run(["git", "-C", str(head), "archive", "--format=tar", commit], stdout=tar, check=True, timeout=300)
+        subprocess.run(
+            ["git", "-C", str(head), "archive", "--format=tar", commit],
+            stdout=tar,
+            check=True,
+            timeout=300,
+        )
         tar.seek(0)
         with tarfile.open(fileobj=tar) as archive:
             archive.extractall(dest, filter="data")
     return commit
 
 
-def derive(matrix: Matrix, runtime: str, head: Path, base_tree: Path, modules: dict[str, str]) -> dict:
+def derive(
+    matrix: Matrix, runtime: str, head: Path, base_tree: Path, modules: dict[str, str]
+) -> dict:
     """The matrix's own document with only the arms head and base and the modules found in head."""
     raw = yaml.safe_load(matrix.path.read_text(encoding="utf-8"))
     raw["arms"] = {
@@ -108,10 +127,16 @@ def derive(matrix: Matrix, runtime: str, head: Path, base_tree: Path, modules: d
     kept = {}
     for mid, cls in modules.items():
         entry = {k: v for k, v in raw["modules"][mid].items() if k not in ("arms", "overrides")}
-        in_base = (base_tree / Path(*matrix.modules[mid].import_path.split("."))).with_suffix(".py").is_file()
+        in_base = (
+            (base_tree / Path(*matrix.modules[mid].import_path.split(".")))
+            .with_suffix(".py")
+            .is_file()
+        )
         kept[mid] = {**entry, "attention": cls, "arms": [HEAD, BASE] if in_base else [HEAD]}
     raw["modules"] = kept
-    raw["checkpoints"] = {k: v for k, v in (raw.get("checkpoints") or {}).items() if v.get("module") in kept}
+    raw["checkpoints"] = {
+        k: v for k, v in (raw.get("checkpoints") or {}).items() if v.get("module") in kept
+    }
     if not raw["checkpoints"]:
         raw.pop("checkpoints")
     for suite in (raw.get("suites") or {}).values():
@@ -136,6 +161,8 @@ def prepare(matrix_path: Path, head: Path, base: str | None, out: Path) -> HeadB
     commit = export_base(head, ref, base_tree)
     doc = derive(matrix, runtime, head, base_tree, modules)
     target = where / "matrix.yaml"
-    target.write_text(f"# written by mlagate run --head {head} --base {ref} (merge base {commit})\n"
-                      + yaml.safe_dump(doc, sort_keys=False))
+    target.write_text(
+        f"# written by mlagate run --head {head} --base {ref} (merge base {commit})\n"
+        + yaml.safe_dump(doc, sort_keys=False)
+    )
     return HeadBase(target, tuple(sorted(modules)), runtime, commit)
