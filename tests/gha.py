@@ -159,9 +159,16 @@ def act(
     """Run `workflow` of the git checkout `repo` for `event` under act; return its outcome."""
     event_path = artifacts.parent / f"{artifacts.name}-event.json"
     event_path.write_text(json.dumps(event_json))
-    tool_cache()
+    # act's workspaces (a copy of the checkout per job, venvs included) go to a folder of this
+    # run's own, removed afterwards; only the registered Python is shared between runs
+    workspaces = artifacts.parent / f"{artifacts.name}-act"
+    workspaces.mkdir()
+    (workspaces / "tool_cache").symlink_to(tool_cache().parent)
     cmd = [
         act_binary(),
+        "--action-cache-path",
+        str(workspaces),
+        "--no-cache-server",
         event,
         "-W",
         workflow,
@@ -183,14 +190,17 @@ def act(
         cmd += ["--env", f"{key}={value}"]
     for key, value in (variables or {}).items():
         cmd += ["--var", f"{key}={value}"]
-    proc = subprocess.run(
-        cmd,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
+    finally:
+        shutil.rmtree(workspaces, ignore_errors=True)
     log = proc.stdout + proc.stderr
     return ActRun(proc.returncode, log, _job_results(log), artifacts)
 
@@ -270,14 +280,3 @@ def copy_project(dest: Path) -> None:
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
-
-
-def cleanup_act_workdirs():
-    """act keeps a copy of each checkout under ~/.cache/act/<hash>/: a generator fixture body
-    that removes the ones made while it was open (the tool cache stays)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "act"
-    before = set(base.glob("*")) if base.is_dir() else set()
-    yield
-    for d in (set(base.glob("*")) if base.is_dir() else set()) - before:
-        if d.name != "tool_cache":
-            shutil.rmtree(d, ignore_errors=True)

@@ -49,11 +49,6 @@ def gate_repo(tmp_path) -> gha.Repo:
     return repo
 
 
-@pytest.fixture(autouse=True, scope="module")
-def act_workdirs():
-    yield from gha.cleanup_act_workdirs()
-
-
 def pull_request(
     repo: gha.Repo, change=None, head_repo: str = gha.SERVER_REPO, artifacts: Path | None = None
 ) -> gha.ActRun:
@@ -149,6 +144,7 @@ def test_a_fork_pull_request_runs_nothing_self_hosted(gate_repo):
     run = pull_request(gate_repo, head_repo="someone/mlagate-fork")
     assert run.jobs["plan"] == "success", run.jobs
     assert fork_case_problems(run) == [], run.log[-3000:]
+    assert not list(run.artifacts.glob("*/report/*.zip")), "a fork's gate publishes no report"
 
 
 def test_dropping_the_head_repository_check_lets_a_fork_run_self_hosted(gate_repo):

@@ -86,11 +86,6 @@ def pull_request(repo: gha.Repo, tmp_path) -> gha.ActRun:
     )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def act_workdirs():
-    yield from gha.cleanup_act_workdirs()
-
-
 def test_a_head_that_fixes_the_guard_goes_green(tmp_path):
     repo = caller_repo(tmp_path, "fix")
     run = pull_request(repo, tmp_path)
