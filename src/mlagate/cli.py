@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a runtime checkout: its working tree is the arm head, compared with its "
                    "merge base (mlagate.headbase)")
     p.add_argument("--base", default=None, metavar="REF",
-                   help="with --head: the branch or commit head left (default: origin/HEAD, else main)")
+                   help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or main)")
 
     p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")

@@ -54,11 +54,14 @@ def _git(path: Path, *args: str) -> str:
 
 
 def default_base(path: Path) -> str:
-    """The upstream's default branch (origin/HEAD), else main."""
-    try:
-        return _git(path, "rev-parse", "--abbrev-ref", "origin/HEAD")
-    except HeadBaseError:
-        return "main"
+    """The first of origin/HEAD, origin/main and main that names a commit (else main)."""
+    for ref in ("origin/HEAD", "origin/main", "main"):
+        try:
+            _git(path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            return ref
+        except HeadBaseError:
+            continue
+    return "main"
 
 
 def runtime_of(matrix: Matrix, head: Path) -> str:
