@@ -106,12 +106,16 @@ def export_base(head: Path, ref: str, dest: Path) -> str:
     commit = _git(head, "merge-base", "HEAD", ref)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as tar:
-        subprocess.run(
+        proc = subprocess.run(
             ["git", "-C", str(head), "archive", "--format=tar", commit],
             stdout=tar,
-            check=True,
+            stderr=subprocess.PIPE,
+            text=True,
             timeout=300,
         )
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+            raise HeadBaseError(f"--head {head}: git archive {commit}: {first}")
         tar.seek(0)
         with tarfile.open(fileobj=tar) as archive:
             archive.extractall(dest, filter="data")
