@@ -10,16 +10,14 @@ MLAGATE_PERF_HEALTH=warn: this shared machine is never idle enough for the stric
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests import gha
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES
 from tests.fakert import fake_tree
 
 pytestmark = [
@@ -215,25 +213,3 @@ def test_pushes_to_main_publish_and_append_the_history(gate_repo, tmp_path):
         assert pages(gate_repo) == sorted(shas), f"push {n}: gh-pages holds {pages(gate_repo)}"
     index = gate_repo.git("show", "gh-pages:index.html", cwd=gate_repo.origin)
     assert all(sha[:7] in index for sha in shas), "the history index lists both commits"
-
-
-def test_the_pre_job_hook_passes_a_correctness_job_here(tmp_path):
-    """runners/pre-job.sh, as the runner's job-started hook would call it, on this machine."""
-    mlagate = Path(shutil.which("mlagate") or ROOT / ".venv" / "bin" / "mlagate")
-    env = {
-        **os.environ,
-        "GITHUB_JOB": "correctness",
-        "MLAGATE_HEALTH": str(mlagate),
-        "MLAGATE_HEALTH_BACKEND": "cpu",
-    }
-    proc = subprocess.run(
-        [str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 0 and "mlagate health: Linux" in proc.stdout, (
-        proc.stdout + proc.stderr
-    )
-    env["MLAGATE_HEALTH_BACKEND"] = "metal"
-    proc = subprocess.run(
-        [str(ROOT / "runners" / "pre-job.sh")], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode != 0, "an unknown backend is refused"
