@@ -3,11 +3,15 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the Linux checks; a Mac runs the macOS ones")
 def test_the_pre_job_hook_passes_a_correctness_job_here(tmp_path):
     """runners/pre-job.sh, as the runner's job-started hook would call it, on this machine."""
     mlagate = Path(shutil.which("mlagate") or ROOT / ".venv" / "bin" / "mlagate")
