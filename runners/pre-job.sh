@@ -6,11 +6,12 @@
 set -euo pipefail
 dir="$(cd "$(dirname "$0")" && pwd -P)"
 health="${MLAGATE_HEALTH:-mlagate}"
+backend="${MLAGATE_HEALTH_BACKEND:-metal}"  # the MLX backend the runner must have (cpu on a Linux CPU runner)
 if [ "${GITHUB_JOB:-}" = performance ]; then
-  if ! "$health" health --performance --backend metal; then
+  if ! "$health" health --performance --backend "$backend"; then
     "$dir/remove-perf-label.sh" || true
     exit 1
   fi
 else
-  "$health" health --backend metal
+  "$health" health --backend "$backend"
 fi

@@ -154,3 +154,8 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     left = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir())
     assert left == sorted([in_use, "fresh0000000000000000"]), left
     assert not (ws / "out").exists() and not (ws / ".venv").exists()
+
+
+def test_zizmor_reports_nothing_on_the_composite_action():
+    proc = _run(_tool("zizmor"), "--offline", "--no-progress", str(ROOT / "action.yml"))
+    assert proc.returncode == 0 and "No findings to report" in proc.stdout, proc.stdout + proc.stderr

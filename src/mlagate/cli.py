@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, health, merge, report, results, scanner, shard
+from mlagate import execute, findings, headbase, health, merge, report, results, scanner, shard
 from mlagate.gate import backends
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
@@ -82,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", default="auto", help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), none, or a number")
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
     p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
+    p.add_argument("--head", type=Path, default=None, metavar="PATH",
+                   help="a runtime checkout: its working tree is the arm head, compared with its "
+                   "merge base (mlagate.headbase)")
+    p.add_argument("--base", default=None, metavar="REF",
+                   help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or main)")
 
     p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
+    except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -203,6 +208,19 @@ def _report(args) -> int:
     return 0
 
 
+def _head(args) -> None:
+    """run --head: the derived matrix, the modules found in head, and the head arm."""
+    if args.head is None:
+        raise execute.UsageError("--base goes with --head")
+    if args.arm or args.module:
+        raise execute.UsageError(
+            "--head chooses the arm and the modules: --arm and --module do not apply")
+    hb = headbase.prepare(args.matrix or default_path(), args.head, args.base, args.out)
+    modules = ", ".join(hb.modules)
+    print(f"head {args.head} against base {hb.base_commit[:12]} ({hb.runtime}): {modules}")
+    args.matrix, args.module, args.arm = hb.matrix, list(hb.modules), [headbase.HEAD]
+
+
 def _dispatch(args) -> int:
     if args.command == "report":
         return _report(args)
@@ -250,6 +268,8 @@ def _dispatch(args) -> int:
             print(f"exported {len(installs)} arms to {args.export}")
         return 0
 
+    if args.command == "run" and (args.head is not None or args.base is not None):
+        _head(args)
     matrix, backend, runner = _context(args)
     selection = Selection(_suites(matrix, args), tuple(args.module), tuple(args.arm))
     if args.command == "plan":
