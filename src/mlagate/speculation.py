@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlagate import probes
+from mlagate import device, probes
 
 # Packages mlx-lm's generate.py and utils.py import at the top for tokenizers, the model hub
 # and image inputs (numpy: generate.py's CLI and the image processors). The token-id
@@ -216,9 +216,8 @@ class SpeculationOps:
         mx = self.mx
         cache_mod = self._runtime("models.cache")
         self._spec = None
-        from mlagate.worker import _clear_cache  # noqa: PLC0415
 
-        _clear_cache(mx)
+        device.clear_cache(mx)
         P, chunk = req["P"], req.get("chunk", 512)
         target = self.models[req["target"]]
         mx.random.seed(req["seed"])
@@ -233,7 +232,7 @@ class SpeculationOps:
                 model(tokens[None, start : min(P - 1, start + chunk)], cache=cache)
                 mx.eval([c.state for c in cache])
             caches[name] = (key, cache)
-        _clear_cache(mx)
+        device.clear_cache(mx)
         self._spec = {"P": P, "tokens": tokens, "caches": caches, "cache_mod": cache_mod}
         return {"P": P, "cached": P - 1}
 
@@ -257,7 +256,6 @@ class SpeculationOps:
         TOP best tokens with their log-probs.
         """
         mx = self.mx
-        from mlagate.worker import _synchronize  # noqa: PLC0415
 
         gen = self._runtime("generate")
         spec = self._spec
@@ -274,7 +272,7 @@ class SpeculationOps:
         for entry in (target, draft):
             if entry is not None:
                 entry["counters"].clear()
-        _synchronize(mx)
+        device.synchronize(mx)
         t0 = time.perf_counter()
         if draft is None:
             loop = gen.generate_step(prompt, target["model"], max_tokens=N, prompt_cache=tcache)
@@ -285,7 +283,7 @@ class SpeculationOps:
             tokens.append(int(out[0]))
             logprobs.append(out[1])
             flags.append(bool(out[2]) if len(out) > 2 else False)
-        _synchronize(mx)
+        device.synchronize(mx)
         seconds = time.perf_counter() - t0
         reply = {"seconds": seconds, "tokens": tokens, "target": _path_record(target["counters"]), "absent": sorted(self._absent.used)}
         if draft is not None:
@@ -304,7 +302,6 @@ class SpeculationOps:
         """Time one target step of L tokens on the primed prompt (a verify step of width L),
         once untimed first, then rewound; the counters are taken around the timed step."""
         mx = self.mx
-        from mlagate.worker import _synchronize  # noqa: PLC0415
 
         spec = self._spec
         tkey, tcache = spec["caches"]["target"]
@@ -313,11 +310,11 @@ class SpeculationOps:
         step = spec["tokens"][None, spec["P"] - 1 : spec["P"] - 1 + L]
         mx.eval(target["model"](step, cache=tcache))
         self._rewind()
-        _synchronize(mx)
+        device.synchronize(mx)
         target["counters"].clear()
         t0 = time.perf_counter()
         mx.eval(target["model"](step, cache=tcache))
-        _synchronize(mx)
+        device.synchronize(mx)
         seconds = time.perf_counter() - t0
         record = _path_record(target["counters"])
         self._rewind()

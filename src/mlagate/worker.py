@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mlagate import probes, rollback, tracing
+from mlagate import device, probes, rollback, tracing
 from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
@@ -135,7 +135,7 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
         self.models.clear()
         self._kept = None
         gc.collect()
-        _clear_cache(self.mx)
+        device.clear_cache(self.mx)
         return {}
 
     def op_save_weights(self, req: dict) -> dict:
@@ -218,10 +218,10 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
         """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache first."""
         mx = self.mx
         entry = self.models[req["key"]]
-        _clear_cache(mx)
+        device.clear_cache(mx)
         T, chunk = req["T"], req.get("chunk", 512)
         tokens, cache = self._prefilled(entry, T, req["seed"], req.get("horizon", STEP_HORIZON), chunk)
-        _clear_cache(mx)  # the prefill's transient buffers: another worker may need the memory
+        device.clear_cache(mx)  # the prefill's transient buffers: another worker may need the memory
         trimmable = all(hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable()) for c in cache)
         entry["primed"] = {"cache": cache, "tokens": tokens, "T": T, "trimmable": trimmable, "chunk": chunk, "seed": req["seed"]}
         return {"T": T, "trimmable": trimmable}
@@ -252,14 +252,14 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
         counters.clear()
         seconds = 0.0
         for _ in range(loops):
-            _synchronize(mx)
+            device.synchronize(mx)
             if forcing:
                 forcing.mode = req.get("force")
             try:
                 t0 = time.perf_counter()
                 out = self._forward(model, step, primed["cache"])
                 mx.eval(out)
-                _synchronize(mx)
+                device.synchronize(mx)
                 seconds += time.perf_counter() - t0
             finally:
                 if forcing:
@@ -383,18 +383,6 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "cpus": cpus(),
             "arm_dir": self.arm_dir,
         }
-
-
-def _clear_cache(mx) -> None:
-    if hasattr(mx, "clear_cache"):
-        mx.clear_cache()
-    elif hasattr(mx, "metal"):
-        mx.metal.clear_cache()
-
-
-def _synchronize(mx) -> None:
-    if hasattr(mx, "synchronize"):
-        mx.synchronize()
 
 
 def _get(model, dotted: str):
