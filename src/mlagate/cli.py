@@ -9,13 +9,17 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, health, merge, report, results, scanner, shard
+from mlagate import execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # a typo is an error, never another option
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         self.exit(2, f"mlagate: error: {message}\n")
 
@@ -76,12 +80,13 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
     _common(p)
     _selection(p)
-    p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest); held by this run, a second run on it is refused")
     p.add_argument("-n", "--workers", type=_workers, default=1, help="pytest-xdist workers for correctness suites, or auto (one per CPU); performance suites always run serially")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
     p.add_argument("--cpu", default="auto", help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), none, or a number")
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
-    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
+    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards and the time estimate (default: the bundled costs.json)")
+    runcli.options(p)
 
     p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
@@ -111,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
+    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError) as exc:
+        print(f"mlagate: error: {exc}", file=sys.stderr)
+        return 2
     except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
@@ -247,6 +255,7 @@ def _dispatch(args) -> int:
             print(f"exported {len(installs)} arms to {args.export}")
         return 0
 
+    target = runcli.resume_target(args) if args.command == "run" else None
     matrix, backend, runner = _context(args)
     selection = Selection(_suites(matrix, args), tuple(args.module), tuple(args.arm))
     if args.command == "plan":
@@ -266,7 +275,9 @@ def _dispatch(args) -> int:
 
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
-    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs, cpu=args.cpu)
+    preflight.check(backend)
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa or bool(target and target.aa),
+                          shard_spec=spec, costs=costs, cpu=args.cpu, verbose=args.verbose, only=target.ids if target else None)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):
@@ -276,4 +287,5 @@ def _dispatch(args) -> int:
                 where = {k: v for k, v in rep[0].items() if k not in ("arm", "module", "replay", "rounds")}
                 print(f"  first failing script ({len(rep)} in all): " + " ".join(f"{k}={v}" for k, v in where.items()))
     print(f"results: {args.out / 'results'}")
+    runcli.print_logs(outcome)
     return outcome.exit_code

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,12 +121,19 @@ def geometry_label(r: dict) -> str:
     return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
 
 
+def wrapped(head: str, text: str, width: int = 80) -> list[str]:
+    """head, then text wrapped at word boundaries (never cut), continued under its first column."""
+    parts = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+    return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
+
+
 def table(summary: Summary) -> str:
     lines = [f"{'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
     order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
     for r in sorted(summary.rows, key=lambda r: (order[r["verdict"]], r["suite"], r["module"], r["arm"])):
         geo = geometry_label(r)
-        lines.append(f"{r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} {r['reason'][:120]}")
+        head = f"{r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} "
+        lines += wrapped(head, r["reason"])
     for cid in summary.missing:
         lines.append(f"{'missing':8} {cid} (no result was written: the case crashed before it finished)")
     c = summary.counts

@@ -1,0 +1,43 @@
+"""mlagate run's own options: --resume, --failed, -v; and what it prints after the table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlagate import execute, resume
+
+DEFAULT_OUT = Path("reports/latest")
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resume", type=Path, default=None, metavar="OUT",
+                   help="re-run the cases of the run in OUT that are missing or invalid, keeping its other results")
+    p.add_argument("--failed", action="store_true", help="with --resume: re-run the failing cases instead")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="stream pytest's output (tracebacks included) instead of the live progress")
+
+
+def resume_target(args) -> resume.Target | None:
+    """Check --resume/--failed against the other options; the run's settings come from OUT."""
+    if args.failed and args.resume is None:
+        raise execute.UsageError("--failed: goes with --resume OUT")
+    if args.resume is None:
+        args.out = args.out or DEFAULT_OUT
+        return None
+    for flag, value in (("--out", args.out), ("--suite", args.suite), ("--module", args.module), ("--arm", args.arm),
+                        ("--kind", args.kind), ("--shard", args.shard), ("--profile", args.profile)):
+        if value:
+            raise execute.UsageError(f"{flag}: does not go with --resume (the run in {args.resume} fixes it)")
+    target = resume.target(args.resume, args.failed)
+    m = target.manifest
+    if args.backend and args.backend != m["backend"]:
+        raise execute.UsageError(f"--backend {args.backend}: the run in {args.resume} used {m['backend']}")
+    args.out, args.profile, args.backend = args.resume, m["profile"], m["backend"]
+    args.runner = args.runner or m["runner"]
+    return target
+
+
+def print_logs(outcome) -> None:
+    for kind, log in outcome.logs.items():
+        print(f"pytest output ({kind}, tracebacks included): {log}")
