@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import textwrap
 import time
@@ -121,8 +122,9 @@ def geometry_label(r: dict) -> str:
     return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
 
 
-def wrapped(head: str, text: str, width: int = 80) -> list[str]:
-    """head, then text wrapped at word boundaries (never cut), continued under its first column."""
+def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
+    """head, then text wrapped at word boundaries to the terminal's width (never cut), continued under its first column."""
+    width = width or max(40, shutil.get_terminal_size((160, 24)).columns - len(head) - 1)
     parts = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
     return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
 
