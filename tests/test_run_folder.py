@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from mlagate import outdir
 
@@ -32,6 +33,17 @@ def _wait_for(pred, timeout=120):
             return True
         time.sleep(0.1)
     return False
+
+
+def _pids_naming(path):
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
 
 
 def _verdicts(out):
@@ -77,8 +89,11 @@ def test_resume_after_a_killed_run_reruns_only_the_unfinished_cases(fake_matrix,
     slow = _slow(fake_matrix, "skewed", 600)
     first = _start(fake_matrix, out, fake_cache)
     assert _wait_for(lambda: len(list((out / "results").glob("*.json"))) >= 7 if (out / "results").is_dir() else False)
+    workers = _pids_naming(fake_cache)  # the arm workers live in sessions of their own
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
     before = _verdicts(out)
     before_files = {p.name: p.stat().st_mtime_ns for p in (out / "results").glob("*.json")}
     planned = json.loads((out / "manifest.json").read_text())["cases"]

@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
+    except runcli.Refused as exc:
+        print(f"mlagate: refused: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
         return 2
@@ -276,6 +279,7 @@ def _dispatch(args) -> int:
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check(backend)
+    runcli.performance_health(args, matrix, selection, backend)
     outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa or bool(target and target.aa),
                           shard_spec=spec, costs=costs, cpu=args.cpu, verbose=args.verbose, only=target.ids if target else None)
     print(results.table(outcome.summary))

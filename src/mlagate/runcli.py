@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from mlagate import execute, resume
+from mlagate import execute, health, resume
 
 DEFAULT_OUT = Path("reports/latest")
 
@@ -16,6 +17,25 @@ def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--failed", action="store_true", help="with --resume: re-run the failing cases instead")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="stream pytest's output (tracebacks included) instead of the live progress")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse (exit 3) to time performance suites on a machine that fails mlagate health --performance")
+
+
+class Refused(ValueError):
+    """The machine is unfit for timings and --strict was given: exit 3, nothing measured."""
+
+
+def performance_health(args, matrix, selection, backend: str, system=None) -> None:
+    """Before timing anything: the performance health check; warn, or refuse with --strict."""
+    suites = selection.suites or tuple(matrix.suites)
+    if not any(matrix.suites[s].kind == "performance" for s in suites):
+        return
+    fitness = health.check(system or health.System(), performance=True, backend=backend)
+    if fitness.failed and args.strict:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in fitness.failed)
+        raise Refused(f"--strict: this machine fails {len(fitness.failed)} performance health check(s) ({why}); nothing was run")
+    for c in fitness.failed:
+        print(f"mlagate: warning: unfit for timings: {c.name}: {c.detail}", file=sys.stderr)
 
 
 def resume_target(args) -> resume.Target | None:
