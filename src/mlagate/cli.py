@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from mlagate import __version__, clihelp, execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -53,7 +53,9 @@ def _workers(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="mlagate", description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.")
+    ap.add_argument("--version", action="version", version=f"mlagate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    clihelp.described(sub)
 
     p = sub.add_parser("plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module")
     _common(p)
@@ -271,7 +273,7 @@ def _dispatch(args) -> int:
             print(f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} evidence")
             for c in outcome.cases:
                 print(f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} {c.dtype:9} {c.evidence}")
-            print(f"{len(outcome.cases)} cases, {len(matrix.modules)} modules, {len(matrix.arms)} arms")
+            print(runcli.plan_footer(outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None))
         for gap in outcome.gaps:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mlagate import execute, health, resume
+from mlagate import execute, health, progress, resume, shard
 
 DEFAULT_OUT = Path("reports/latest")
 
@@ -61,3 +61,12 @@ def resume_target(args) -> resume.Target | None:
 def print_logs(outcome) -> None:
     for kind, log in outcome.logs.items():
         print(f"pytest output ({kind}, tracebacks included): {log}")
+
+
+def plan_footer(cases, matrix, costs=None) -> str:
+    """The selection's size and its time estimate from the cost table, serially."""
+    costs = costs or shard.load_costs()
+    serial = sum(costs.of(c) for c in cases)
+    argued = sum(c.evidence == "argued" for c in cases)
+    return (f"{len(cases)} cases selected ({argued} argued-not-measured), {len({c.module for c in cases})} modules, "
+            f"{len({c.arm for c in cases})} arms; estimated {progress.clock(serial)} on one worker, from the cost table")
