@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import __version__, clihelp, execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
+from mlagate import __version__, clihelp, compare, execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate import arms as arms_mod
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
@@ -94,6 +94,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
     p.add_argument("--out", type=Path, required=True, help="merged output directory (results/, logs/, merge.json)")
     p.add_argument("--plan", type=Path, default=None, help="the plan written by mlagate plan --manifest: the cases expected")
+
+    p = sub.add_parser("compare", help="what changed from run A to run B: verdicts, key figures with intervals; exit 1 when anything got worse")
+    p.add_argument("a", help="the earlier run: an output folder, results/ folder, .tgz or merged.json (with --history: a commit)")
+    p.add_argument("b", help="the later run, as A")
+    p.add_argument("--history", type=Path, default=None, help="A and B are commits of this history directory")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("costs", help="derive the shard cost table from results on disk")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
@@ -218,6 +224,10 @@ def _dispatch(args) -> int:
         return _report(args)
     if args.command == "scan":
         return _scan(args)
+    if args.command == "compare":
+        text, code = compare.run(args.a, args.b, args.history, args.format)
+        print(text)
+        return code
     if args.command == "merge":
         outcome = merge.merge(args.dirs, args.out, args.plan)
         print(outcome.text())

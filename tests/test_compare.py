@@ -1,0 +1,51 @@
+"""mlagate compare: verdict changes between two runs on the fake runtime, figure deltas judged by their intervals."""
+
+import json
+
+from mlagate import compare
+
+
+def _break_fixed(matrix):
+    models = matrix.parent / "fakemla-tree" / "fakemla" / "models"
+    (models / "fixed.py").write_text((models / "liar.py").read_text().replace("LiarAttention", "FixedAttention"))
+
+
+def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(fake_matrix, fake_cache, tmp_path, run_cli):
+    a, b = tmp_path / "a", tmp_path / "b"
+    sel = ("--matrix", fake_matrix, "--module", "fake/fixed", "--module", "fake/good")
+    assert run_cli("run", *sel, "--out", a, cache=fake_cache).returncode == 0
+    _break_fixed(fake_matrix)
+    assert run_cli("run", *sel, "--out", b, cache=fake_cache).returncode == 1
+    proc = run_cli("compare", a, b)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "worse    probes::fake/fixed::fake-stock::tiny::float32::cpu: pass -> fail" in proc.stdout
+    assert "fake/good" not in proc.stdout.split("problems")[0], "an unchanged case is not listed"
+    back = run_cli("compare", b, a, "--format", "json")
+    assert back.returncode == 0
+    data = json.loads(back.stdout)
+    assert data["worse"] == 0 and {v["change"] for v in data["verdicts"]} == {"better"}
+    same = run_cli("compare", a, a)
+    assert same.returncode == 0 and same.stdout.strip().endswith("no change")
+
+
+def test_bad_sources_are_one_line_errors(tmp_path, run_cli):
+    proc = run_cli("compare", tmp_path / "nothing", tmp_path / "nothing")
+    assert proc.returncode == 2 and proc.stderr.startswith("mlagate: error: ") and proc.stderr.count("\n") == 1
+    proc = run_cli("compare", "abc", "def", "--history", tmp_path)
+    assert proc.returncode == 2 and "no commit 'abc'" in proc.stderr
+
+
+def _marginal(ms, lo, hi, case="marginal_cost::m::arm::g::float32::cpu"):
+    per_t = {"64": {"marginal_s": ms / 1e3, "ci_s": [lo / 1e3, hi / 1e3]}}
+    return {"case_id": case, "suite": "marginal_cost", "module": "m", "arm": "arm", "geometry": {"id": "g"}, "checkpoint": None,
+            "backend": "cpu", "verdict": "pass", "metrics": {"marginal": {"L=2": {"per_T": per_t}}}}
+
+
+def test_a_figure_is_worse_only_when_the_intervals_are_apart():
+    noisy = compare.compare([_marginal(1.0, 0.8, 1.2)], [_marginal(1.1, 0.9, 1.3)])
+    assert [f["change"] for f in noisy.figures] == ["within noise"] and noisy.exit_code == 0
+    slower = compare.compare([_marginal(1.0, 0.9, 1.1)], [_marginal(2.0, 1.8, 2.2)])
+    assert [f["change"] for f in slower.figures] == ["worse"] and slower.exit_code == 1
+    assert "[0.9, 1.1] -> 2 [1.8, 2.2] (+1)" in slower.text()
+    faster = compare.compare([_marginal(2.0, 1.8, 2.2)], [_marginal(1.0, 0.9, 1.1)])
+    assert [f["change"] for f in faster.figures] == ["better"] and faster.exit_code == 0
