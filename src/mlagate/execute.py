@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import live, outdir, results, resume, shard
+from mlagate import live, machine, outdir, results, resume, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -185,6 +185,7 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
         case_file = resume.write_cases(out, cases)
     else:
         shard.write_manifest(out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner)
+    machine.record(out, "start")
     follow = live.start(out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose)
     with_cases = {c.suite for c in cases}
     suites = [s for s in (selection.suites or tuple(matrix.suites)) if s in with_cases]
@@ -221,6 +222,7 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
             follow.end()
             raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see {follow.where(kind)})")
     follow.end()
+    machine.record(out, "end")
     wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
     rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
     return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)

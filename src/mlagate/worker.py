@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 
-from mlagate import probes, rollback
+from mlagate import machine, probes, rollback
 from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
@@ -358,6 +358,7 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "cpus": cpus(),
             "arm_dir": self.arm_dir,
+            **machine.fixed(),
         }
 
 
