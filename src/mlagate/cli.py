@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", type=Path, help="files or folders to scan")
     p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
     p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
+    p.add_argument("--root", type=Path, default=None, help="paths in findings are relative to this folder, where SARIF and annotations resolve (default: the git repository's root, else the current folder)")
 
     p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
     _common(p)
@@ -201,7 +202,7 @@ def _scan(args) -> int:
         if not p.exists():
             raise execute.UsageError(f"scan: {p}: no such file or directory")
     registered = {(m.import_path, m.attention_for(a.id)) for m in matrix.modules.values() if m.runtime in runtimes for a in matrix.arms_for(m)}
-    report = scanner.scan(paths, matrix.allowlist, registered)
+    report = scanner.scan(paths, matrix.allowlist, registered, runcli.scan_root(args.root))
     print(findings.FORMATS[args.format](report))
     return report.exit_code
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,3 +71,16 @@ def plan_footer(cases, matrix, costs=None) -> str:
     argued = sum(c.evidence == "argued" for c in cases)
     return (f"{len(cases)} cases selected ({argued} argued-not-measured), {len({c.module for c in cases})} modules, "
             f"{len({c.arm for c in cases})} arms; estimated {progress.clock(serial)} on one worker, from the cost table")
+
+
+def scan_root(root: Path | None) -> Path:
+    """--root of scan: as given (it must be a folder), else the git repository around the current folder, else it."""
+    if root is not None:
+        if not root.is_dir():
+            raise execute.UsageError(f"--root {root}: not a folder")
+        return root
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return Path.cwd()
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else Path.cwd()
