@@ -40,3 +40,23 @@ def test_correctness_runs_skip_the_performance_check(capsys):
 def test_tox_envs_call_mlagate_run():
     text = (FIXTURES.parents[1] / "tox.ini").read_text()
     assert "commands = mlagate run --kind performance" in text and "commands = mlagate run --kind correctness" in text
+
+
+def test_the_report_knows_the_bundled_performance_suites():
+    from mlagate import report
+    from mlagate.matrix import bundled
+
+    matrix = load(bundled("matrix.yaml"))
+    assert set(report.PERFORMANCE_SUITES) == {s for s in matrix.suites if matrix.suites[s].kind == "performance"}
+
+
+def test_a_run_records_machine_facts_at_its_start_and_end(fake_matrix, fake_cache, tmp_path, run_cli):
+    import json
+
+    out = tmp_path / "o"
+    assert run_cli("run", "--matrix", fake_matrix, "--module", "fake/good", "--out", out, cache=fake_cache).returncode == 0
+    facts = json.loads((out / "machine.json").read_text())
+    assert facts["schema"] == "mlagate.machine/1" and facts["cores"] >= 1 and facts["memory_gib"] > 0 and facts["cpu_model"]
+    assert facts["start"]["time"] <= facts["end"]["time"] and facts["start"]["load_1m"] >= 0
+    fp = [json.loads(p.read_text())["fingerprint"] for p in (out / "results").glob("*.json")]
+    assert any(f.get("cpu_model") == facts["cpu_model"] and f.get("cores") == facts["cores"] for f in fp)

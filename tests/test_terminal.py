@@ -94,3 +94,12 @@ def test_a_missing_mlx_backend_is_one_line_naming_the_extra(fake_matrix, fake_ca
 
 def test_preflight_passes_where_mlx_runs():
     preflight.check("cpu")
+
+
+def test_arm_install_shows_what_it_installs_and_how_far(fake_matrix, fake_cache, run_cli):
+    first = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
+    assert first.returncode == 0, first.stderr
+    assert "mlagate: installing arm fake-stock (1 of 1): " in first.stderr
+    assert "mlagate: installed arm fake-stock tree (" in first.stderr
+    again = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
+    assert "installing" not in again.stderr, "a cached arm installs nothing"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from mlagate import junit, plots, results, summary
+from mlagate import junit, machine, plots, results, summary
 from mlagate.plots import Marker, Series
 
 MERGED_SCHEMA = "mlagate.merged/1"
@@ -63,7 +63,7 @@ def _check(data, where: str) -> dict:
     return data
 
 
-NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json")  # what run, merge and report write beside results
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json")  # what run, merge and report write beside results
 
 
 def load_source(path: Path) -> list[dict]:
@@ -452,6 +452,22 @@ LEGEND = (
 )
 
 
+def machines_table(machines: list[dict]) -> str:
+    """The machine of each run folder: CPU, cores, memory, and the load at the run's start and end."""
+    if not machines:
+        return ""
+    out = ['<table id="machines"><thead><tr><th>run</th><th>CPU</th><th>cores</th><th>memory (GiB)</th>'
+           "<th>load at start (1 / 5 / 15 min)</th><th>load at end</th></tr></thead><tbody>"]
+    def load(m: dict, when: str) -> str:
+        return " / ".join(esc((m.get(when) or {}).get(k)) for k in ("load_1m", "load_5m", "load_15m"))
+
+    for m in machines:
+        out.append(f"<tr><td>{esc(m.get('source'))}</td><td>{esc(m.get('cpu_model'))}</td><td>{esc(m.get('cores'))}</td>"
+                   f"<td>{esc(m.get('memory_gib'))}</td><td>{load(m, 'start')}</td><td>{load(m, 'end')}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def environments(rows: list[dict]) -> str:
     envs: dict[str, dict] = {}
     arms: dict[tuple, dict] = {}
@@ -562,6 +578,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                        + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
         out.append("</div>")
     out.append('<h2 id="s-env">Environment</h2>')
+    out.append(machines_table(merged.get("machines") or []))
     out.append(environments(rows))
     out.append('<h2 id="s-cases">All cases</h2>')
     out.append(case_table(rows))
@@ -639,6 +656,9 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     merged = merge(loaded, commit, when)
     if any(gaps.values()):
         merged["gaps"] = gaps
+    machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
+    if machines:
+        merged["machines"] = machines
     link = None
     if history is not None:
         link = os.path.relpath(Path(history) / "index.html", Path(out))
