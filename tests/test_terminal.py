@@ -52,8 +52,8 @@ def test_a_terminal_run_is_short_and_shows_progress(fake_matrix, fake_cache, tmp
     env.pop("COLUMNS", None)
     raw = _through_pty([sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out", str(tmp_path / "o")], env)
     text = raw.decode("utf-8", "replace")
-    assert "/8 cases:" in text and "elapsed" in text, "no live progress was drawn"
-    assert "probes::fake/skewed" in text, "the case on the worker was not shown"
+    assert "/8 cases:" in text and "left" in text, "no live progress with the time left was drawn"
+    assert "main  probes::fake/skewed" in text, "the case on the worker was not shown"
     lines = _screen(raw)
     assert len(lines) <= 60, "\n".join(lines)
     assert any("8/8 cases: 4 passed, 2 failed, 1 invalid, 1 argued-not-measured" in ln for ln in lines)
