@@ -96,10 +96,15 @@ def test_preflight_passes_where_mlx_runs():
     preflight.check("cpu")
 
 
-def test_arm_install_shows_what_it_installs_and_how_far(fake_matrix, fake_cache, run_cli):
-    first = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
-    assert first.returncode == 0, first.stderr
-    assert "mlagate: installing arm fake-stock (1 of 1): " in first.stderr
-    assert "mlagate: installed arm fake-stock tree (" in first.stderr
-    again = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
-    assert "installing" not in again.stderr, "a cached arm installs nothing"
+def test_arm_install_shows_what_it_installs_and_how_far(fake_matrix, fake_cache):
+    env = {**os.environ, "MLAGATE_CACHE": str(fake_cache), "TERM": "xterm-256color"}
+    plan = [sys.executable, "-m", "mlagate", "plan", "--matrix", str(fake_matrix)]
+    first = _through_pty(plan, env).decode("utf-8", "replace")
+    assert "mlagate: installing arm fake-stock (1 of 1): " in first
+    assert "mlagate: installed arm fake-stock tree (" in first
+    assert "installing" not in _through_pty(plan, env).decode("utf-8", "replace"), "a cached arm installs nothing"
+
+
+def test_off_a_terminal_an_install_adds_nothing_to_stderr(fake_matrix, fake_cache, run_cli):
+    proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
+    assert proc.returncode == 0 and proc.stderr == ""
