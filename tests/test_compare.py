@@ -7,10 +7,14 @@ from mlagate import compare
 
 def _break_fixed(matrix):
     models = matrix.parent / "fakemla-tree" / "fakemla" / "models"
-    (models / "fixed.py").write_text((models / "liar.py").read_text().replace("LiarAttention", "FixedAttention"))
+    (models / "fixed.py").write_text(
+        (models / "liar.py").read_text().replace("LiarAttention", "FixedAttention")
+    )
 
 
-def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(fake_matrix, fake_cache, tmp_path, run_cli):
+def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(
+    fake_matrix, fake_cache, tmp_path, run_cli
+):
     a, b = tmp_path / "a", tmp_path / "b"
     sel = ("--matrix", fake_matrix, "--module", "fake/fixed", "--module", "fake/good")
     assert run_cli("run", *sel, "--out", a, cache=fake_cache).returncode == 0
@@ -18,7 +22,9 @@ def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(fake_matrix, fake
     assert run_cli("run", *sel, "--out", b, cache=fake_cache).returncode == 1
     proc = run_cli("compare", a, b)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "worse    probes::fake/fixed::fake-stock::tiny::float32::cpu: pass -> fail" in proc.stdout
+    assert (
+        "worse    probes::fake/fixed::fake-stock::tiny::float32::cpu: pass -> fail" in proc.stdout
+    )
     assert "fake/good" not in proc.stdout.split("problems")[0], "an unchanged case is not listed"
     back = run_cli("compare", b, a, "--format", "json")
     assert back.returncode == 0
@@ -30,15 +36,28 @@ def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(fake_matrix, fake
 
 def test_bad_sources_are_one_line_errors(tmp_path, run_cli):
     proc = run_cli("compare", tmp_path / "nothing", tmp_path / "nothing")
-    assert proc.returncode == 2 and proc.stderr.startswith("mlagate: error: ") and proc.stderr.count("\n") == 1
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("mlagate: error: ")
+        and proc.stderr.count("\n") == 1
+    )
     proc = run_cli("compare", "abc", "def", "--history", tmp_path)
     assert proc.returncode == 2 and "no commit 'abc'" in proc.stderr
 
 
 def _marginal(ms, lo, hi, case="marginal_cost::m::arm::g::float32::cpu"):
     per_t = {"64": {"marginal_s": ms / 1e3, "ci_s": [lo / 1e3, hi / 1e3]}}
-    return {"case_id": case, "suite": "marginal_cost", "module": "m", "arm": "arm", "geometry": {"id": "g"}, "checkpoint": None,
-            "backend": "cpu", "verdict": "pass", "metrics": {"marginal": {"L=2": {"per_T": per_t}}}}
+    return {
+        "case_id": case,
+        "suite": "marginal_cost",
+        "module": "m",
+        "arm": "arm",
+        "geometry": {"id": "g"},
+        "checkpoint": None,
+        "backend": "cpu",
+        "verdict": "pass",
+        "metrics": {"marginal": {"L=2": {"per_T": per_t}}},
+    }
 
 
 def test_a_figure_is_worse_only_when_the_intervals_are_apart():

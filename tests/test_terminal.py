@@ -50,14 +50,30 @@ def test_a_terminal_run_is_short_and_shows_progress(fake_matrix, fake_cache, tmp
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env.update(MLAGATE_CACHE=str(fake_cache), TERM="xterm-256color")
     env.pop("COLUMNS", None)
-    raw = _through_pty([sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out", str(tmp_path / "o")], env)
+    raw = _through_pty(
+        [
+            sys.executable,
+            "-m",
+            "mlagate",
+            "run",
+            "--matrix",
+            str(fake_matrix),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env,
+    )
     text = raw.decode("utf-8", "replace")
     assert "/8 cases:" in text and "left" in text, "no live progress with the time left was drawn"
     assert "main  probes::fake/skewed" in text, "the case on the worker was not shown"
     lines = _screen(raw)
     assert len(lines) <= 60, "\n".join(lines)
-    assert any("8/8 cases: 4 passed, 2 failed, 1 invalid, 1 argued-not-measured" in ln for ln in lines)
-    assert sum("4 passed, 2 failed" in ln for ln in lines) == 2, "one table footer and one progress line"
+    assert any(
+        "8/8 cases: 4 passed, 2 failed, 1 invalid, 1 argued-not-measured" in ln for ln in lines
+    )
+    assert sum("4 passed, 2 failed" in ln for ln in lines) == 2, (
+        "one table footer and one progress line"
+    )
     assert not any("Traceback" in ln or "AssertionError" in ln or "def test_" in ln for ln in lines)
     assert any("tracebacks included" in ln and "pytest-correctness.log" in ln for ln in lines)
     log = (tmp_path / "o" / "logs" / "pytest-correctness.log").read_text()
@@ -66,17 +82,33 @@ def test_a_terminal_run_is_short_and_shows_progress(fake_matrix, fake_cache, tmp
 
 def test_under_ci_it_prints_plain_lines(fake_matrix, fake_cache, tmp_path):
     env = {**os.environ, "CI": "true", "MLAGATE_CACHE": str(fake_cache), "TERM": "xterm-256color"}
-    raw = _through_pty([sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out", str(tmp_path / "o")], env)
+    raw = _through_pty(
+        [
+            sys.executable,
+            "-m",
+            "mlagate",
+            "run",
+            "--matrix",
+            str(fake_matrix),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env,
+    )
     text = raw.decode("utf-8", "replace")
     assert "\x1b[" not in text, "no cursor movement or colour under CI"
     assert "[8/8] " in text and text.count("[") >= 8
 
 
-def test_a_missing_mlx_backend_is_one_line_naming_the_extra(fake_matrix, fake_cache, tmp_path, run_cli):
+def test_a_missing_mlx_backend_is_one_line_naming_the_extra(
+    fake_matrix, fake_cache, tmp_path, run_cli
+):
     broken = tmp_path / "shadow" / "mlx"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("")
-    (broken / "core.py").write_text("raise ImportError('libmlx.so: cannot open shared object file')\n")
+    (broken / "core.py").write_text(
+        "raise ImportError('libmlx.so: cannot open shared object file')\n"
+    )
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = str(broken.parent) + (os.pathsep + env_path if env_path else "")
     try:
@@ -102,7 +134,9 @@ def test_arm_install_shows_what_it_installs_and_how_far(fake_matrix, fake_cache)
     first = _through_pty(plan, env).decode("utf-8", "replace")
     assert "mlagate: installing arm fake-stock (1 of 1): " in first
     assert "mlagate: installed arm fake-stock tree (" in first
-    assert "installing" not in _through_pty(plan, env).decode("utf-8", "replace"), "a cached arm installs nothing"
+    assert "installing" not in _through_pty(plan, env).decode("utf-8", "replace"), (
+        "a cached arm installs nothing"
+    )
 
 
 def test_off_a_terminal_an_install_adds_nothing_to_stderr(fake_matrix, fake_cache, run_cli):

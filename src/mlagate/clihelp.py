@@ -24,9 +24,11 @@ def matrix_epilog(path) -> str:
 
 
 class MatrixHelp(argparse.Action):
-    """-h/--help that appends the matrix's suites and profiles (of --matrix when given before it)."""
+    """-h/--help that appends the matrix's suites and profiles (of --matrix, if given first)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(
+        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
+    ):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -45,7 +47,12 @@ def described(sub) -> None:
         if name in ("run", "plan"):
             kw["add_help"] = False
             p = add(name, **kw)
-            p.add_argument("-h", "--help", action=MatrixHelp, help="show this help, with the matrix's suites and profiles, and exit")
+            p.add_argument(
+                "-h",
+                "--help",
+                action=MatrixHelp,
+                help="show this help, with the matrix's suites and profiles, and exit",
+            )
             return p
         return add(name, **kw)
 

@@ -15,12 +15,19 @@ from pathlib import Path
 from mlagate import history, report
 
 RANK = {"pass": 0, "argued": 0, "invalid": 1, "fail": 2}
-HIGHER_IS_WORSE = {"problems": True, "marginal_ms": True, "crossover_slowdown": True, "equivalence_p99": True,
-                   "l1_change": True, "spec_speedup": False}
+HIGHER_IS_WORSE = {
+    "problems": True,
+    "marginal_ms": True,
+    "crossover_slowdown": True,
+    "equivalence_p99": True,
+    "l1_change": True,
+    "spec_speedup": False,
+}
 
 
 def load(spec: str, history_dir: Path | None = None) -> list[dict]:
-    """Result rows of a run folder, results/ folder, .tgz or merged.json; with a history, of a commit."""
+    """Result rows of a run folder, results/ folder, .tgz or merged.json; with a history,
+    of a commit."""
     if history_dir is not None:
         path = Path(history_dir) / spec / "merged.json"
         if not path.is_file():
@@ -34,7 +41,8 @@ def intervals(rows: list[dict]) -> dict[str, tuple[float, float]]:
     out = {}
     for r in rows:
         m = r.get("metrics") or {}
-        key = f"{r['module']}|{{}}|{r['arm']}|{r.get('checkpoint') or (r.get('geometry') or {}).get('id', '')}|{r.get('backend', '')}"
+        geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+        key = f"{r['module']}|{{}}|{r['arm']}|{geo}|{r.get('backend', '')}"
         try:
             if r["suite"] == "marginal_cost" and isinstance(m.get("marginal"), dict):
                 per_t = m["marginal"]["L=2"]["per_T"]
@@ -57,27 +65,44 @@ class Comparison:
 
     @property
     def worse(self) -> int:
-        return sum(v["change"] == "worse" for v in self.verdicts) + sum(f["change"] == "worse" for f in self.figures)
+        return sum(v["change"] == "worse" for v in self.verdicts) + sum(
+            f["change"] == "worse" for f in self.figures
+        )
 
     @property
     def exit_code(self) -> int:
         return 1 if self.worse else 0
 
     def to_json(self) -> dict:
-        return {"schema": "mlagate.compare/1", "a": self.a, "b": self.b, "worse": self.worse,
-                "verdicts": self.verdicts, "figures": self.figures}
+        return {
+            "schema": "mlagate.compare/1",
+            "a": self.a,
+            "b": self.b,
+            "worse": self.worse,
+            "verdicts": self.verdicts,
+            "figures": self.figures,
+        }
 
     def text(self) -> str:
         lines = [f"compare {self.a} -> {self.b}"]
         for v in self.verdicts:
-            lines.append(f"{v['change']:8} {v['case']}: {v['a'] or 'absent'} -> {v['b'] or 'absent'}")
+            lines.append(
+                f"{v['change']:8} {v['case']}: {v['a'] or 'absent'} -> {v['b'] or 'absent'}"
+            )
         for f in self.figures:
             ci = lambda c: f" [{c[0]:.4g}, {c[1]:.4g}]" if c else ""  # noqa: E731
-            lines.append(f"{f['change']:8} {f['key']}: {f['a']:.4g}{ci(f['a_ci'])} -> {f['b']:.4g}{ci(f['b_ci'])} "
-                         f"({f['delta']:+.4g})")
-        better = sum(x["change"] == "better" for x in self.verdicts + self.figures)
-        lines.append(f"{self.worse} worse, {better} better, {len(self.verdicts) + len(self.figures) - self.worse - better} changed "
-                     "without a judgement" if (self.verdicts or self.figures) else "no change")
+            lines.append(
+                f"{f['change']:8} {f['key']}: {f['a']:.4g}{ci(f['a_ci'])} -> "
+                f"{f['b']:.4g}{ci(f['b_ci'])} ({f['delta']:+.4g})"
+            )
+        changes = self.verdicts + self.figures
+        better = sum(x["change"] == "better" for x in changes)
+        other = len(changes) - self.worse - better
+        lines.append(
+            f"{self.worse} worse, {better} better, {other} changed without a judgement"
+            if changes
+            else "no change"
+        )
         return "\n".join(lines)
 
 
@@ -107,15 +132,31 @@ def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") 
     vb = {r["case_id"]: r["verdict"] for r in b_rows}
     for case in sorted(set(va) | set(vb)):
         if va.get(case) != vb.get(case):
-            out.verdicts.append({"case": case, "a": va.get(case), "b": vb.get(case), "change": _verdict_change(va.get(case), vb.get(case))})
+            out.verdicts.append(
+                {
+                    "case": case,
+                    "a": va.get(case),
+                    "b": vb.get(case),
+                    "change": _verdict_change(va.get(case), vb.get(case)),
+                }
+            )
     fa, fb = history.key_figures(a_rows), history.key_figures(b_rows)
     ia, ib = intervals(a_rows), intervals(b_rows)
     for key in sorted(set(fa) & set(fb)):
         fig = key.split("|")[1]
         change = _figure_change(fig, fa[key], fb[key], ia.get(key), ib.get(key))
         if change != "same":
-            out.figures.append({"key": key, "a": fa[key], "b": fb[key], "delta": fb[key] - fa[key],
-                                "a_ci": ia.get(key), "b_ci": ib.get(key), "change": change})
+            out.figures.append(
+                {
+                    "key": key,
+                    "a": fa[key],
+                    "b": fb[key],
+                    "delta": fb[key] - fa[key],
+                    "a_ci": ia.get(key),
+                    "b_ci": ib.get(key),
+                    "change": change,
+                }
+            )
     return out
 
 

@@ -34,7 +34,9 @@ class Follow:
             self.logs[kind] = log
             fh = open(log, "w", encoding="utf-8")  # noqa: SIM115  (closed below)
         try:
-            proc = subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT if fh else None)
+            proc = subprocess.Popen(
+                args, env=env, stdout=fh, stderr=subprocess.STDOUT if fh else None
+            )
             try:
                 while True:
                     try:
@@ -69,8 +71,14 @@ def _what(cases: list[Case], kinds: dict[str, str], workers: int) -> str:
     return f"running {len(cases)} cases ({', '.join(parts) or 'none'})"
 
 
-def start(out: Path, cases: list[Case], kinds: dict[str, str], workers: int,
-          costs: shard.Costs | None = None, verbose: bool = False) -> Follow:
+def start(
+    out: Path,
+    cases: list[Case],
+    kinds: dict[str, str],
+    workers: int,
+    costs: shard.Costs | None = None,
+    verbose: bool = False,
+) -> Follow:
     costs = costs or shard.load_costs()
     shutil.rmtree(Path(out) / events.EVENTS, ignore_errors=True)
     estimates = {c.id: costs.of(c) for c in cases}

@@ -1,4 +1,4 @@
-"""Facts about this machine: CPU model, cores, memory and load (standard library only: workers import it).
+"""Facts about this machine: CPU model, cores, memory and load (stdlib only: workers import it).
 
 A run writes OUT/machine.json with the facts at its start and its end; a worker's fingerprint
 carries the fixed ones (CPU model, cores, memory).
@@ -56,8 +56,12 @@ def load() -> dict:
         one, five, fifteen = os.getloadavg()
     except OSError:
         return {"load_1m": None}
-    return {"load_1m": round(one, 2), "load_5m": round(five, 2), "load_15m": round(fifteen, 2),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "load_1m": round(one, 2),
+        "load_5m": round(five, 2),
+        "load_15m": round(fifteen, 2),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def record(out: Path, when: str) -> dict:

@@ -37,8 +37,10 @@ def _refusal(out: Path) -> FolderBusy:
     pid = who.get("pid", "?")
     command = who.get("command", "an unknown command")
     since = who.get("started", "an unknown time")
-    return FolderBusy(f"--out {out}: in use by pid {pid} ({command}, started {since}); "
-                      "wait for it to finish or give another --out")
+    return FolderBusy(
+        f"--out {out}: in use by pid {pid} ({command}, started {since}); "
+        "wait for it to finish or give another --out"
+    )
 
 
 @contextmanager
@@ -52,8 +54,11 @@ def hold(out: Path, command: list[str] | None = None):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise _refusal(out) from None
-        info = {"pid": os.getpid(), "command": shlex.join(command or ["mlagate", *sys.argv[1:]]),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        info = {
+            "pid": os.getpid(),
+            "command": shlex.join(command or ["mlagate", *sys.argv[1:]]),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps(info).encode())
         yield info

@@ -10,8 +10,8 @@ PROBE = """
 import mlx.core as mx
 backend = {backend!r}
 if backend == "gpu":
-    ok = (hasattr(mx, "metal") and mx.metal.is_available()) or (hasattr(mx, "cuda") and mx.cuda.is_available())
-    if not ok:
+    metal = hasattr(mx, "metal") and mx.metal.is_available()
+    if not (metal or (hasattr(mx, "cuda") and mx.cuda.is_available())):
         raise SystemExit("no GPU device in MLX")
     mx.set_default_device(mx.gpu)
 mx.eval(mx.array([1.0]) + 1)
@@ -27,7 +27,10 @@ def remedy(backend: str) -> str:
         return "run on Apple Silicon (Metal) or install mlx with CUDA, or give --backend cpu"
     if sys.platform == "darwin":
         return "install mlx (pip install mlx)"
-    return "install mlagate with the cpu extra (pip install 'mlagate[cpu]'), which brings MLX's CPU backend"
+    return (
+        "install mlagate with the cpu extra (pip install 'mlagate[cpu]'), "
+        "which brings MLX's CPU backend"
+    )
 
 
 def check(backend: str, python: str | None = None, timeout: float = 120) -> None:
@@ -37,8 +40,12 @@ def check(backend: str, python: str | None = None, timeout: float = 120) -> None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise PreflightError(f"MLX ({backend}) did not answer within {timeout:.0f} s; {remedy(backend)}") from None
+        raise PreflightError(
+            f"MLX ({backend}) did not answer within {timeout:.0f} s; {remedy(backend)}"
+        ) from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         last = lines[-1] if lines else f"exit {proc.returncode}"
-        raise PreflightError(f"MLX cannot run the {backend} backend here ({last}); {remedy(backend)}")
+        raise PreflightError(
+            f"MLX cannot run the {backend} backend here ({last}); {remedy(backend)}"
+        )

@@ -16,7 +16,12 @@ from pathlib import Path
 
 from mlagate import events
 
-WORDS = (("pass", "passed"), ("fail", "failed"), ("invalid", "invalid"), ("argued", "argued-not-measured"))
+WORDS = (
+    ("pass", "passed"),
+    ("fail", "failed"),
+    ("invalid", "invalid"),
+    ("argued", "argued-not-measured"),
+)
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -26,7 +31,9 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def clock(seconds: float) -> str:
     s = max(0, int(round(seconds)))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
 
 
 def plain_wanted(stream=None) -> bool:
@@ -55,9 +62,15 @@ class State:
         return c
 
     def remaining_s(self) -> float | None:
-        """Cost-table estimate of the unfinished cases, scaled by how fast the finished ones went."""
-        left = sum(est / self.parallel.get(cid, 1) for cid, est in self.estimates.items() if cid not in self.done)
-        measured = [cid for cid, r in self.done.items() if r.get("duration_s") and cid in self.estimates]
+        """Cost-table estimate of the unfinished cases, scaled by the pace of the finished ones."""
+        left = sum(
+            est / self.parallel.get(cid, 1)
+            for cid, est in self.estimates.items()
+            if cid not in self.done
+        )
+        measured = [
+            cid for cid, r in self.done.items() if r.get("duration_s") and cid in self.estimates
+        ]
         if measured:
             spent = sum(self.done[c]["duration_s"] for c in measured)
             planned = sum(self.estimates[c] for c in measured)
@@ -67,9 +80,15 @@ class State:
 
     def headline(self) -> str:
         left = self.remaining_s()
-        tail = f", about {clock(left)} left" if left is not None and len(self.done) < self.total else ""
-        return (f"{len(self.done)}/{self.total} cases: {counts_text(self.counts)}; "
-                f"{clock(time.time() - self.started)} elapsed{tail}")
+        tail = (
+            f", about {clock(left)} left"
+            if left is not None and len(self.done) < self.total
+            else ""
+        )
+        return (
+            f"{len(self.done)}/{self.total} cases: {counts_text(self.counts)}; "
+            f"{clock(time.time() - self.started)} elapsed{tail}"
+        )
 
 
 class Follower:
@@ -111,13 +130,21 @@ class PlainView:
 
     def begin(self, state: State, what: str) -> None:
         est = state.remaining_s()
-        print(f"mlagate: {what}" + (f"; estimated {clock(est)}" if est else ""), file=self.stream, flush=True)
+        print(
+            f"mlagate: {what}" + (f"; estimated {clock(est)}" if est else ""),
+            file=self.stream,
+            flush=True,
+        )
 
     def update(self, state: State, new: list[dict]) -> None:
         first = len(state.done) - len(new)
         for i, row in enumerate(new, 1):
-            print(f"[{first + i}/{state.total}] {row['verdict']:7} {row['case_id']} "
-                  f"({row.get('duration_s', 0):.1f} s)", file=self.stream, flush=True)
+            print(
+                f"[{first + i}/{state.total}] {row['verdict']:7} {row['case_id']} "
+                f"({row.get('duration_s', 0):.1f} s)",
+                file=self.stream,
+                flush=True,
+            )
 
     def end(self, state: State) -> None:
         print(f"mlagate: {state.headline()}", file=self.stream, flush=True)
@@ -139,18 +166,29 @@ class LiveView:
         from rich.text import Text
 
         grid = Table.grid(padding=(0, 1))
-        grid.add_row(ProgressBar(total=max(state.total, 1), completed=len(state.done), width=30), Text(state.headline()))
+        grid.add_row(
+            ProgressBar(total=max(state.total, 1), completed=len(state.done), width=30),
+            Text(state.headline()),
+        )
         lines = [grid]
         now = time.time()
         for worker, ev in sorted(state.running.items()):
-            lines.append(Text(f"  {worker:5} {ev['case']} ({clock(now - ev.get('started', now))})", overflow="ellipsis", no_wrap=True))
+            lines.append(
+                Text(
+                    f"  {worker:5} {ev['case']} ({clock(now - ev.get('started', now))})",
+                    overflow="ellipsis",
+                    no_wrap=True,
+                )
+            )
         return Group(*lines)
 
     def begin(self, state: State, what: str) -> None:
         from rich.live import Live
 
         self.console.print(f"mlagate: {what}", highlight=False)
-        self.live = Live(self._render(state), console=self.console, transient=True, refresh_per_second=4)
+        self.live = Live(
+            self._render(state), console=self.console, transient=True, refresh_per_second=4
+        )
         self.live.start()
 
     def update(self, state: State, new: list[dict]) -> None:

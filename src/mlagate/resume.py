@@ -35,7 +35,9 @@ def manifest(out: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ResumeError(f"{path}: no run to resume here ({exc.__class__.__name__}: {exc})") from None
+        raise ResumeError(
+            f"{path}: no run to resume here ({exc.__class__.__name__}: {exc})"
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != shard.MANIFEST_SCHEMA:
         raise ResumeError(f"{path}: schema is not {shard.MANIFEST_SCHEMA}")
     for key in ("cases", "profile", "backend", "runner"):
@@ -71,7 +73,9 @@ def pick(cases: list[Case], ids: list[str], matrix: Matrix) -> list[Case]:
     by_id = {c.id: c for c in cases}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
-        raise ResumeError(f"case {unknown[0]} of the run is not in {matrix.path} (resume with the run's --matrix)")
+        raise ResumeError(
+            f"case {unknown[0]} of the run is not in {matrix.path} (resume with the run's --matrix)"
+        )
     return [by_id[i] for i in ids]
 
 
