@@ -1,12 +1,16 @@
-"""False-alarm rate of the L = 1 parity gate: N A/A runs of one arm against itself.
+"""False-alarm rate of the L = 1 parity gate: N A/A gate runs of one arm against itself.
 
-    python benchmarks/aa_false_alarms.py [--runs 10] [--module mlx-lm/deepseek_v3] [--arm mlx-lm-0.32.2-patched] [--cpu auto] [-- RUN_ARGS...]
+    python benchmarks/aa_false_alarms.py [--runs 10] [--module M]... [--arm mlx-lm-0.32.2-patched] [--cpu auto] [-- RUN_ARGS...]
 
-RUN_ARGS go to every `mlagate run` (e.g. `-- --backend gpu --profile full` on a GPU machine).
+RUN_ARGS go to every `mlagate run` (e.g. `-- --runner linux-cuda-h200` on a GPU machine).
+Modules default to mlx-lm/deepseek_v3 and mlx-lm/glm4_moe_lite (three geometries: DeepSeek-V3,
+Moonlight, GLM-4.7-Flash).
 
-Each run is `mlagate run --aa --suite l1_parity` into a fresh folder. A run whose gate did not
-hold (its case is invalid) is a false alarm: an arm against itself differs only by noise.
-Prints one JSON line a run and a summary line with the rate and the largest change seen.
+Each run is `mlagate run --aa --suite l1_parity` into a fresh folder: one A/A gate run. An arm
+against itself differs only by noise, so any case that is not a pass (fail: the interval lay
+beyond the tolerance; invalid: it straddled it after the retries) is a false alarm, and a run
+with any such case is a red gate run. Prints one JSON line a case and a summary line with the
+per-case and per-gate-run rates.
 """
 
 import argparse
@@ -20,27 +24,37 @@ import tempfile
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--module", default="mlx-lm/deepseek_v3")
+    ap.add_argument("--module", action="append", default=[])
     ap.add_argument("--arm", default="mlx-lm-0.32.2-patched")
     ap.add_argument("--cpu", default="auto", help="passed to mlagate run --cpu (none: workers float between CPUs)")
     ap.add_argument("run_args", nargs="*", help="more arguments for mlagate run, after --")
     args = ap.parse_args()
-    alarms, cases, changes = 0, 0, []
+    modules = args.module or ["mlx-lm/deepseek_v3", "mlx-lm/glm4_moe_lite"]
+    red_runs, alarms, cases, widths = 0, 0, 0, []
     for i in range(args.runs):
         out = tempfile.mkdtemp(prefix=f"mlagate-aa-{i}-")
-        subprocess.run([sys.executable, "-m", "mlagate", "run", "--aa", "--suite", "l1_parity", "--module", args.module, "--arm", args.arm, "--cpu", args.cpu, "--out", out, *args.run_args], capture_output=True)
-        for path in glob.glob(f"{out}/results/*.json"):
+        cmd = [sys.executable, "-m", "mlagate", "run", "--aa", "--suite", "l1_parity", "--arm", args.arm, "--cpu", args.cpu, "--out", out]
+        for m in modules:
+            cmd += ["--module", m]
+        subprocess.run([*cmd, *args.run_args], capture_output=True)
+        red = False
+        for path in sorted(glob.glob(f"{out}/results/*.json")):
             r = json.loads(open(path).read())
-            if r["evidence"] != "synthetic":
+            if r["evidence"] == "argued":
                 continue
             cases += 1
-            alarms += r["verdict"] != "pass"
-            first = [a["change"] for a in r["metrics"].get("attempts", []) if a["attempt"] == 0]
-            changes += first
+            alarm = r["verdict"] != "pass"
+            alarms += alarm
+            red |= alarm
+            tries = r["metrics"].get("attempts", [])
+            widths += [a["ci"][1] - a["ci"][0] for a in tries if "ci" in a]
             print(json.dumps({"run": i, "geometry": r["geometry"]["id"], "verdict": r["verdict"], "cpus": r["fingerprint"].get("cpus"),
-                              "first_try_changes": [round(c, 4) for c in first]}), flush=True)
-    print(json.dumps({"runs": args.runs, "cases": cases, "false_alarms": alarms, "rate": round(alarms / max(cases, 1), 3),
-                      "largest_first_try_change": round(max(map(abs, changes)), 4) if changes else None}))
+                              "tries": [{"T": a["T"], "change": round(a["change"], 4), "ci": [round(x, 4) for x in a["ci"]], "decided": a.get("decided")}
+                                        for a in tries]}), flush=True)
+        red_runs += red
+    print(json.dumps({"runs": args.runs, "red_gate_runs": red_runs, "gate_rate": round(red_runs / max(args.runs, 1), 3),
+                      "cases": cases, "false_alarms": alarms, "case_rate": round(alarms / max(cases, 1), 3),
+                      "median_interval_width": round(sorted(widths)[len(widths) // 2], 4) if widths else None}))
 
 
 if __name__ == "__main__":

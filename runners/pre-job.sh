@@ -7,10 +7,10 @@ set -euo pipefail
 dir="$(cd "$(dirname "$0")" && pwd -P)"
 health="${MLAGATE_HEALTH:-mlagate}"
 if [ "${GITHUB_JOB:-}" = performance ]; then
-  if ! "$health" health --performance --backend gpu; then
+  if ! "$health" health --performance --backend metal; then
     "$dir/remove-perf-label.sh" || true
     exit 1
   fi
 else
-  "$health" health --backend gpu
+  "$health" health --backend metal
 fi

@@ -72,4 +72,4 @@ launchctl bootout "gui/$(id -u)" "$plist" 2> /dev/null || true
 launchctl bootstrap "gui/$(id -u)" "$plist"
 echo "provision-macos: runner service started (launchctl print gui/$(id -u)/com.mlagate.runner; logs in $dir/logs)"
 echo "provision-macos: health now:"
-"$dir/mlagate-venv/bin/mlagate" health --performance --backend gpu || true
+"$dir/mlagate-venv/bin/mlagate" health --performance --backend metal || true

@@ -14,7 +14,7 @@ set +a
 base="self-hosted,macOS,ARM64,mlagate"
 while true; do
   labels="$base"
-  if [ "${MLAGATE_OFFER_PERF:-1}" = 1 ] && "$MLAGATE_HEALTH" health --performance --backend gpu; then
+  if [ "${MLAGATE_OFFER_PERF:-1}" = 1 ] && "$MLAGATE_HEALTH" health --performance --backend metal; then
     labels="$base,mlagate-perf"
   fi
   token="$(gh api -X POST "repos/$MLAGATE_REPO/actions/runners/registration-token" --jq .token)"

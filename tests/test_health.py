@@ -54,7 +54,7 @@ def _by_name(report):
 
 
 def test_a_fit_mac_passes_every_check():
-    report = health.check(mac(), performance=True, backend="gpu")
+    report = health.check(mac(), performance=True, backend="metal")
     checks = _by_name(report)
     assert report.exit_code == 0, report.text()
     assert [c.status for c in report.checks] == ["ok"] * 6
@@ -74,7 +74,7 @@ def test_a_fit_mac_passes_every_check():
     ({DISPLAYS: "system_profiler-displays-none.txt"}, "metal", "no Metal device"),
 ])
 def test_each_unfit_state_fails_a_performance_runner_with_one_clear_line(override, name, reason):
-    report = health.check(mac(**override), performance=True, backend="gpu")
+    report = health.check(mac(**override), performance=True, backend="metal")
     assert report.exit_code == 1
     assert [c.name for c in report.failed] == [name]
     line = next(x for x in report.text().splitlines() if x.startswith("FAIL"))
@@ -83,22 +83,22 @@ def test_each_unfit_state_fails_a_performance_runner_with_one_clear_line(overrid
 
 
 def test_a_correctness_runner_only_warns_on_what_skews_timings():
-    report = health.check(mac(**{"pmset -g batt": "pmset-batt-battery.txt", "pmset -g therm": "pmset-therm-throttled.txt", PS: "ps-busy.txt"}), performance=False, backend="gpu")
+    report = health.check(mac(**{"pmset -g batt": "pmset-batt-battery.txt", "pmset -g therm": "pmset-therm-throttled.txt", PS: "ps-busy.txt"}), performance=False, backend="metal")
     assert report.exit_code == 0
     assert {c.name for c in report.checks if c.status == "warn"} == {"power", "thermal", "mlx-processes"}
-    assert health.check(mac(**{DISPLAYS: "system_profiler-displays-none.txt"}), backend="gpu").exit_code == 1
+    assert health.check(mac(**{DISPLAYS: "system_profiler-displays-none.txt"}), backend="metal").exit_code == 1
 
 
 def test_what_cannot_be_read_is_skipped_never_ok():
-    report = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=False, backend="gpu")
+    report = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=False, backend="metal")
     checks = _by_name(report)
     assert checks["low-power-mode"].status == "skip" and checks["thermal"].status == "skip"
     assert report.text().splitlines()[-1] == "fit: 4 ok, 0 warnings, 2 not readable"
-    strict = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=True, backend="gpu")
+    strict = health.check(mac(**{"pmset -g": "pmset-g-no-lowpower.txt", "pmset -g therm": None}), performance=True, backend="metal")
     checks = _by_name(strict)
     assert strict.exit_code == 1 and checks["thermal"].status == "fail" and "could not be read" in checks["thermal"].detail
     assert checks["low-power-mode"].status == "skip", "an older macOS without the setting stays a skip"
-    assert health.check(mac(**{"pmset -g batt": "pmset-batt-desktop.txt"}), performance=True, backend="gpu").exit_code == 0
+    assert health.check(mac(**{"pmset -g batt": "pmset-batt-desktop.txt"}), performance=True, backend="metal").exit_code == 0
 
 
 def test_parsers_on_recorded_outputs():
@@ -126,8 +126,8 @@ def test_linux_checks_on_recorded_files():
     assert health.check(linux(**{"/proc/loadavg": "loadavg-busy.txt"})).exit_code == 0  # a warning for correctness
     cuda = "nvidia-smi --query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader,nounits"
     apps = "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader"
-    assert [c.name for c in health.check(linux(), backend="gpu").failed] == ["cuda"]
-    shared = health.check(linux(**{cuda: "nvidia-smi-gpu.txt", apps: "nvidia-smi-apps-busy.txt"}), performance=True, backend="gpu")
+    assert [c.name for c in health.check(linux(), backend="cuda").failed] == ["cuda"]
+    shared = health.check(linux(**{cuda: "nvidia-smi-gpu.txt", apps: "nvidia-smi-apps-busy.txt"}), performance=True, backend="cuda")
     assert [c.name for c in shared.failed] == ["gpu-processes"] and "NVIDIA H200" in shared.text()
     gov = health.check(Recorded("Linux", linux().outputs, cpus=2, governors=["powersave"]), performance=True)
     assert _by_name(gov)["cpu-governor"].status == "warn"

@@ -107,15 +107,16 @@ def test_a_suite_sparse_flag_must_be_a_boolean(tmp_path):
 
 
 def test_a_suite_dtype_is_checked_and_sets_its_cases_dtype(tmp_path):
-    bad = BASE.replace("    gates:  # gates\n", "    gates:  # gates\n      dtype: float8  # wrong\n", 1)
-    assert bad != BASE
-    with pytest.raises(MatrixError, match=r"suites\.\w+\.gates\.dtype: .*float32 or bfloat16"):
-        _parse(bad, tmp_path)
-    good = _parse(BASE.replace("    gates:  # gates\n", "    gates:  # gates\n      dtype: bfloat16  # pinned\n", 1), tmp_path)
-    suite = next(s for s in good.suites.values() if s.gates.get("dtype"))
+    pinned = "      dtype: float32  # every profile"
+    shipped = SHIPPED.read_text()
+    assert pinned in shipped
+    bad = shipped.replace(pinned, "      dtype: float8  # wrong", 1)
+    with pytest.raises(MatrixError, match=r"suites\.pool_equivalence\.gates\.dtype: expected one of float32, bfloat16, float16, got 'float8'"):
+        matrix.parse(bad, SHIPPED)
+    good = matrix.parse(shipped.replace(pinned, "      dtype: bfloat16  # pinned", 1), SHIPPED)
     from mlagate.plan import Selection, expand
 
-    cases = expand(good, Selection(suites=(suite.id,)), "quick", "cpu", "linux-cpu")
+    cases = expand(good, Selection(suites=("pool_equivalence",)), "quick", "cpu", "linux-cpu")
     assert cases and {c.dtype for c in cases} == {"bfloat16"} != {good.profiles["quick"].dtype}
 
 

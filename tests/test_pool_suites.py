@@ -85,11 +85,11 @@ def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproduc
 def test_budgets_are_per_backend_or_one_number():
     from mlagate import scripts
 
-    assert scripts.budget(64, "gpu") == 64
-    assert scripts.budget({"cpu": 64, "gpu": 8192}, "gpu") == 8192
+    assert scripts.budget(64, "cuda") == 64
+    assert scripts.budget({"cpu": 64, "cuda": 8192}, "cuda") == 8192
     assert scripts.budget(MappingProxyType({"cpu": 64}), "cpu") == 64, "the matrix's frozen gates"
-    with pytest.raises(KeyError, match="no budget for backend 'gpu'"):
-        scripts.budget({"cpu": 64}, "gpu")
+    with pytest.raises(KeyError, match="no budget for backend 'cuda'"):
+        scripts.budget({"cpu": 64}, "cuda")
 
 
 def test_a_transaction_run_whose_drafts_were_all_accepted_is_invalid(tmp_path):

@@ -13,7 +13,7 @@ from tests.conftest import FIXTURES, cli
 PERF_SUITE = """  marginal_cost:  # marginal cost
     kind: performance  # kind
     modules: [fake/fixed, fake/good]  # two modules keep it quick
-    gates: {widths: [1, 2], max_relative: 4}  # far from both sides (about 0.6 fixed, 9.7 stock here), so noise cannot flip a verdict
+    gates: {widths: [1, 2], max_relative: 4, samples: 9}  # far from both sides (about 0.6 fixed, 9.7 stock here), so noise cannot flip a verdict
 runners:  # runners
 """
 
@@ -140,7 +140,7 @@ def test_merge_refuses_a_duplicate_and_reports_a_missing_shard(fake_matrix, fake
     missing = json.loads((tmp_path / "planned" / "merge.json").read_text())["missing"]
     assert sorted(m.split("::", 1)[1] for m in missing) == sorted(plan_ids)
     for cid in plan_ids:
-        assert f"missing  linux-cpu::{cid}" in proc.stdout
+        assert f"missing {'':14}linux-cpu::{cid}" in proc.stdout
 
     crashed = tmp_path / "crashed"  # a shard that died before its first result: a manifest, no results/
     crashed.mkdir()
@@ -194,10 +194,10 @@ def test_the_shipped_gate_plans_the_macos_runner(real_cache, tmp_path):
     outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines())
     correctness, performance = json.loads(outputs["correctness"])["include"], json.loads(outputs["performance"])["include"]
     assert len(correctness) == 4 and len(performance) == 1
-    assert all(j["runner"] == "macos-metal" and j["profile"] == "full" and j["backend"] == "gpu" for j in correctness + performance)
+    assert all(j["runner"] == "macos-metal" and j["profile"] == "full" and j["backend"] == "metal" for j in correctness + performance)
     assert correctness[0]["runs_on"] == ["self-hosted", "macOS", "ARM64", "mlagate"]
     assert performance[0]["runs_on"] == ["self-hosted", "macOS", "ARM64", "mlagate-perf"]
-    listed = cli("plan", "--runner", "macos-metal", "--profile", "full", "--backend", "gpu", "--format", "json", cache=real_cache)
+    listed = cli("plan", "--runner", "macos-metal", "--profile", "full", "--backend", "metal", "--format", "json", cache=real_cache)
     assert int(outputs["cases"]) == len(json.loads(listed.stdout))
     costs = [j["cost_s"] for j in correctness]
     assert max(costs) - min(costs) <= max(costs) * 0.2, costs

@@ -93,10 +93,15 @@ def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, r
 
 
 @pytest.mark.arms
-def test_one_context_cannot_decide_the_ratio_gate(tmp_path, real_cache):
+def test_one_context_cannot_decide_the_ratio_gate(tmp_path):
+    """Known before anything runs: a one-context grid is refused when the matrix is read."""
+    from .conftest import cli
+
     text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32]}")
-    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
-    assert row["verdict"] == "invalid" and "two context lengths" in row["reason"], row["reason"]
+    shutil.copy(PATCH, tmp_path / PATCH.name)
+    (tmp_path / "matrix.yaml").write_text(text)
+    proc = cli("plan", "--matrix", tmp_path / "matrix.yaml")
+    assert proc.returncode == 2 and "suites.speculative.gates.contexts.quick: expected a list of at least 2" in proc.stderr, proc.stderr
 
 
 @pytest.mark.arms

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from mlagate import __version__, clihelp, compare, execute, findings, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate import arms as arms_mod
-from mlagate.matrix import MatrixError, default_path, load
+from mlagate.gate import backends
+from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
-from mlagate.plugin import default_backend, default_runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
     p.add_argument("--kind", choices=("correctness", "performance"), default=None, help="only the suites of this kind")
     p.add_argument("--profile", default=None, help="quick (2-core CPU) or full (GPU / Apple Silicon); default: the runner's profile in the matrix, else quick")
-    p.add_argument("--backend", choices=("cpu", "gpu"), default=None, help="MLX backend (default: gpu on macOS, else cpu)")
+    p.add_argument("--backend", choices=BACKENDS, default=None, help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner defaults to the first of metal on macOS, else cpu)")
     p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
 
 
@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("health", help="is this machine fit to run the gate? one line per check; exit 1 when one fails")
     p.add_argument("--performance", action="store_true", help="the stricter checks of a performance runner (idle, cool, on AC power)")
-    p.add_argument("--backend", choices=("cpu", "gpu"), default=None, help="the MLX backend expected (default: gpu on macOS, else cpu)")
+    p.add_argument("--backend", choices=BACKENDS, default=None, help="the MLX backend expected: cpu, metal or cuda (default: metal on macOS, else cpu)")
     p.add_argument("--min-free-gb", type=float, default=None, help="free memory required (default: 8, or 16 with --performance)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -141,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _context(args):
     matrix = load(args.matrix or default_path())
-    backend = getattr(args, "backend", None) or default_backend()
-    runner = getattr(args, "runner", None) or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend)
-    if runner not in matrix.runners:
-        raise execute.UsageError(f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})")
+    asked = getattr(args, "runner", None) or os.environ.get("MLAGATE_RUNNER")
+    if asked and asked not in matrix.runners:
+        raise execute.UsageError(f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})")
+    try:
+        runner, backend = backends.resolve(matrix, asked, getattr(args, "backend", None))
+    except backends.BackendError as exc:
+        raise execute.UsageError(str(exc)) from None
     if getattr(args, "profile", None) is None:
         args.profile = matrix.runners[runner].profile or "quick"
     return matrix, backend, runner
@@ -245,7 +248,7 @@ def _dispatch(args) -> int:
             print(table)
         return 0
     if args.command == "health":
-        fitness = health.check(health.System(), performance=args.performance, backend=args.backend or default_backend(), min_free_gb=args.min_free_gb)
+        fitness = health.check(health.System(), performance=args.performance, backend=args.backend or backends.default_backend(), min_free_gb=args.min_free_gb)
         print(fitness.json() if args.format == "json" else fitness.text())
         return fitness.exit_code
     if args.command == "plan" and args.format == "github":

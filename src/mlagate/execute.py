@@ -107,11 +107,11 @@ def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | Non
         runner = matrix.runners[label]
         prof = profile or runner.profile or "quick"
         try:
-            cases = expand(matrix, Selection(), prof, runner.mlx_backend, label, installs)
+            cases = expand(matrix, Selection(), prof, runner.backend, label, installs)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
-        plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.mlx_backend, label)
-        plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.mlx_backend, label)
+        plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.backend, label)
+        plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.backend, label)
     return plan
 
 

@@ -2,7 +2,7 @@
 
 macOS: on AC power, Low Power Mode off, thermal state nominal, free memory, no other MLX
 process, a Metal device. Linux: load, free memory, no other MLX process, the CPU frequency
-governor (when readable) and, when the gpu backend is expected, the NVIDIA GPU (nvidia-smi)
+governor (when readable) and, when the cuda backend is expected, the NVIDIA GPU (nvidia-smi)
 with no other compute process on it. A performance runner fails on what would skew timings
 (battery, throttling, load, another MLX process); a correctness runner only warns on those.
 
@@ -242,7 +242,7 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
     memsize = system.run("sysctl", "-n", "hw.memsize")
     checks.append(_memory(parse_vm_stat(vm) if vm else None, parse_memsize(memsize) if memsize else None, need_gb))
     checks.append(_processes(system, performance))
-    if backend == "gpu":
+    if backend == "metal":
         displays = system.run("system_profiler", "SPDisplaysDataType")
         metal = parse_metal(displays) if displays is not None else None
         checks.append(Check("metal", "ok" if metal else "fail", metal or "no Metal device in system_profiler SPDisplaysDataType"))
@@ -269,11 +269,11 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
     else:
         fine = governors == ["performance"]
         checks.append(Check("cpu-governor", "ok" if fine else "warn", f"scaling governor {', '.join(governors)}" + ("" if fine else " (performance is steadier for timings)")))
-    if backend == "gpu":
+    if backend == "cuda":
         query = system.run("nvidia-smi", "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active", "--format=csv,noheader,nounits")
         gpus = parse_nvidia(query) if query else []
         if not gpus:
-            checks.append(Check("cuda", "fail", "backend gpu expected, but nvidia-smi lists no GPU"))
+            checks.append(Check("cuda", "fail", "backend cuda expected, but nvidia-smi lists no GPU"))
         else:
             checks.append(Check("cuda", "ok", "; ".join(f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C" for g in gpus)))
             apps = system.run("nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader")

@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from mlagate import results
+from mlagate.gate import outcomes
 
 # characters XML 1.0 cannot hold, even escaped
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -37,7 +38,7 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
     time_total = 0.0
     for suite in sorted(by_suite):
         rs = sorted(by_suite[suite], key=lambda r: r["case_id"])
-        counts = {"tests": len(rs), "failures": sum(r["verdict"] == "fail" for r in rs), "errors": sum(r["verdict"] == "invalid" for r in rs),
+        counts = {"tests": len(rs), "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs), "errors": sum(r["verdict"] == "invalid" for r in rs),
                   "skipped": sum(r["verdict"] == "argued" for r in rs)}
         t = sum(float(r.get("duration_s") or 0) for r in rs)
         time_total += t
@@ -48,9 +49,13 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
             classname, name = testcase_name(r)
             tc = ET.SubElement(ts, "testcase", classname=_clean(classname), name=_clean(name), time=f"{float(r.get('duration_s') or 0):.3f}")
             reason = _clean(r.get("reason", ""))
-            detail = _clean(f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\nreplay: {r.get('replay', '')}")
-            if r["verdict"] == "fail":
-                ET.SubElement(tc, "failure", message=reason, type="fail").text = detail
+            outcome = outcomes.outcome(r)
+            detail = _clean(f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
+                            f"verdict: {r['verdict']} (expected {r.get('expected')}: {r.get('expectation', '')})\nreplay: {r.get('replay', '')}")
+            if outcome in outcomes.RED:
+                ET.SubElement(tc, "failure", message=_clean(f"{outcome}: {r.get('reason', '')}"), type=outcome.replace(" ", "-")).text = detail
+            elif r["verdict"] == "fail":
+                ET.SubElement(tc, "system-out").text = _clean(f"as expected: {r.get('expectation', '')}\n{detail}")
             elif r["verdict"] == "invalid":
                 ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
             elif r["verdict"] == "argued":

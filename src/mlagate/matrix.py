@@ -5,6 +5,7 @@ Every error is a MatrixError whose str() is one line naming the file, the line a
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,9 +15,12 @@ from typing import Any
 
 import yaml
 
+from mlagate.harness import descriptors
+from mlagate.harness import gates as gatespec
+
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")
-BACKENDS = ("cpu", "gpu", "metal", "cuda")
+BACKENDS = ("cpu", "metal", "cuda")
 SUITE_KINDS = ("correctness", "performance")
 DTYPES = ("float32", "bfloat16", "float16")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
@@ -126,6 +130,25 @@ class Suite:
     baseline: bool = False  # runs only on arms with a baseline, comparing the two
     modules: tuple[str, ...] | None = None  # only these modules (None: every module)
     sparse: bool = False  # only modules with a sparse indexer
+    controls_fail: bool = False  # the suite detects the single-query guard: a control arm must fail it
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A known finding: the verdict a case is expected to have, and why."""
+
+    suite: str
+    module: str
+    arm: str
+    verdict: str  # pass, fail, or skip (not planned: the case cannot be measured, for the reason given)
+    reason: str
+    link: str = ""
+    geometry: str | None = None  # None: every geometry (and checkpoint) of the module
+    backend: str | None = None  # None: every backend
+
+    def matches(self, suite: str, module: str, arm: str, geometry: str, backend: str) -> bool:
+        return (self.suite, self.module, self.arm) == (suite, module, arm) and self.geometry in (None, geometry) \
+            and self.backend in (None, backend)
 
 
 @dataclass(frozen=True)
@@ -137,11 +160,6 @@ class Runner:
     perf_runs_on: tuple[str, ...] = ()  # GitHub `runs-on` labels of performance jobs (machines that run nothing else)
     profile: str | None = None  # the profile the gate runs here
     gate: bool = False  # whether `mlagate plan --format github` plans jobs for this runner
-
-    @property
-    def mlx_backend(self) -> str:
-        """cpu or gpu: what a case records (metal and cuda are both MLX's gpu device)."""
-        return "cpu" if self.backend == "cpu" else "gpu"
 
 
 @dataclass(frozen=True)
@@ -188,6 +206,7 @@ class Matrix:
     runners: Mapping[str, Runner]
     profiles: Mapping[str, Profile]
     allowlist: tuple[Allow, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
 
     def arms_for(self, module: Module) -> list[Arm]:
         chosen = module.arms if module.arms is not None else tuple(self.arms)
@@ -333,7 +352,7 @@ def parse(text: str, path: Path) -> Matrix:
     root = r.mapping(
         _compose(text, file),
         "<root>",
-        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist"},
+        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist", "expectations"},
         {"version", "runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"},
     )
     version = r.req(root, "version", "<root>", int)
@@ -470,18 +489,23 @@ def parse(text: str, path: Path) -> Matrix:
                     held[label] = r.scalar(pnode, f"{key}.runners.{label}", str)
             checkpoints[cid] = Checkpoint(cid, mod, geo, float(r.req(m, "size_gb", key, (int, float))), MappingProxyType(held))
 
-    suites = {}
+    suites, gate_nodes = {}, {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
         m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse"}, {"kind"})
-        gates = r.plain(m["gates"]) if "gates" in m and m["gates"].value is not None else MappingProxyType({})
         only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
-        if "dtype" in gates:
-            gnode = r.table(m["gates"], f"{key}.gates")["dtype"]
-            r.scalar(gnode, f"{key}.gates.dtype", str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES))
+        kind = r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS))
+        suite_path = bundled("suites") / kind / f"test_{sid}.py"
+        if not suite_path.is_file():
+            raise r.fail(node, key, f"no suite file {suite_path}")
+        try:
+            declared = descriptors.load(suite_path)
+        except descriptors.DescriptorError as exc:
+            raise r.fail(node, key, str(exc)) from None
+        gate_nodes[sid] = (m.get("gates", node), declared.gates) if "gates" in m else (None, declared.gates)
         suites[sid] = Suite(
-            sid, r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)), gates,
-            bool(r.opt(m, "baseline", key, bool, default=False)), only, bool(r.opt(m, "sparse", key, bool, default=False)),
+            sid, kind, MappingProxyType({}), bool(r.opt(m, "baseline", key, bool, default=False)), only,
+            bool(r.opt(m, "sparse", key, bool, default=False)), declared.controls_fail,
         )
 
     runners = {}
@@ -535,11 +559,48 @@ def parse(text: str, path: Path) -> Matrix:
         if runner.profile is not None and runner.profile not in profiles:
             raise r.fail(root["runners"].value[label].value["profile"], f"runners.{label}.profile", f"unknown profile {runner.profile!r}")
 
+    ctx = gatespec.Check(r.fail, tuple(profiles), BACKENDS, DTYPES)
+    for sid, (gnode, declared) in gate_nodes.items():
+        gates = gatespec.read(declared, gnode, f"suites.{sid}.gates", ctx)
+        suites[sid] = dataclasses.replace(suites[sid], gates=gates)
+    expectations = _expectations(r, root.get("expectations"), suites, modules, arms, geometries, checkpoints)
+
     return Matrix(
         path=path, version=version, runtimes=MappingProxyType(runtimes), arms=MappingProxyType(arms),
         geometries=MappingProxyType(geometries), modules=MappingProxyType(modules), checkpoints=MappingProxyType(checkpoints),
         suites=MappingProxyType(suites), runners=MappingProxyType(runners), profiles=MappingProxyType(profiles), allowlist=tuple(allowlist),
+        expectations=expectations,
     )
+
+
+def _expectations(r: _Reader, node: _Node | None, suites, modules, arms, geometries, checkpoints) -> tuple[Expectation, ...]:
+    """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?, backend?}]`."""
+    if node is None or node.value is None:
+        return ()
+    if not isinstance(node.value, list):
+        raise r.fail(node, "expectations", "expected a list")
+    out = []
+    for i, item in enumerate(node.value):
+        key = f"expectations[{i}]"
+        m = r.mapping(item, key, {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link"},
+                      {"suite", "module", "arm", "verdict", "reason"})
+        for name, table in (("suite", suites), ("module", modules), ("arm", arms)):
+            if r.req(m, name, key, str) not in table:
+                raise r.fail(m[name], f"{key}.{name}", f"unknown {name} {m[name].value!r}")
+        geometry = r.opt(m, "geometry", key, str)
+        if geometry is not None and geometry not in geometries and geometry not in checkpoints:
+            raise r.fail(m["geometry"], f"{key}.geometry", f"unknown geometry or checkpoint {geometry!r}")
+        exp = Expectation(
+            m["suite"].value, m["module"].value, m["arm"].value,
+            r.req(m, "verdict", key, str, check=lambda x: x in ("pass", "fail", "skip"), what="pass, fail or skip"),
+            r.req(m, "reason", key, str, check=lambda x: bool(x.strip()), what="a reason"),
+            r.opt(m, "link", key, str, default=""), geometry,
+            r.opt(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)),
+        )
+        if any((e.suite, e.module, e.arm, e.geometry, e.backend) == (exp.suite, exp.module, exp.arm, exp.geometry, exp.backend) for e in out):
+            raise r.fail(item, key, "duplicate expectation (same suite, module, arm, geometry and backend)")
+        out.append(exp)
+    return tuple(out)
 
 
 def thaw(value: Any) -> Any:

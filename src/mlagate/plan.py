@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from mlagate import scanner
 from mlagate.arms import ArmInstall
+from mlagate.gate import expectations
 from mlagate.matrix import Matrix
 
 EVIDENCE = ("checkpoint", "synthetic", "argued")
@@ -31,6 +33,9 @@ class Case:
     evidence: str
     checkpoint: str | None = None
     aa: bool = False  # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
+    expected: str = "pass"  # the verdict the gate expects (mlagate.gate.expectations)
+    expectation: str = ""  # why
+    control: bool = False  # a control arm's must-fail case
 
     @property
     def id(self) -> str:
@@ -67,12 +72,16 @@ class Selection:
                     raise PlanError(f"unknown {kind} {name!r}{hint}")
 
 
-def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None, aa: bool = False) -> list[Case]:
+def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None,
+           aa: bool = False, keep_skipped: bool = False) -> list[Case]:
     """Every case of the selection, in a stable order. Modules absent from an arm's install are left out.
 
     Suites that compare an arm with its baseline get cases only on arms that have one, unless
     aa (A/A mode), where every arm is compared with itself: those cases are marked `aa` and
     have ids of their own, so an A/A result never stands in for the arm's verdict.
+
+    Every case carries its expectation; cases a known finding marks `skip` are left out
+    (keep_skipped=True lists them too, for the plan's report of what is not run and why).
     """
     selection.check(matrix)
     if profile not in matrix.profiles:
@@ -103,7 +112,12 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
                     if cp.module == module.id:
                         evidence = "checkpoint" if runner in cp.runners else "argued"
                         cases.append(Case(suite, module.id, arm.id, cp.geometry, dtype, backend, profile, runner, evidence, cp.id, aa=self_paired))
-    return cases
+    return [c for c in map(lambda c: _expected(matrix, c), cases) if c.expected != "skip" or keep_skipped]
+
+
+def _expected(matrix: Matrix, case: Case) -> Case:
+    e = expectations.expect(matrix, case.suite, case.module, case.arm, case.checkpoint or case.geometry, case.backend, case.evidence)
+    return dataclasses.replace(case, expected=e.verdict, expectation=e.why, control=e.control)
 
 
 @dataclass(frozen=True)

@@ -17,25 +17,23 @@ import pytest
 
 from mlagate import arms as arms_mod
 from mlagate import crossover, results
+from mlagate.gate import backends
+from mlagate.harness import Invalid, policy
 from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
 from mlagate.matrix import default_path as default_matrix
 from mlagate.matrix import load as load_matrix
 from mlagate.plan import Case, PlanError, Selection, expand
 from mlagate.scripts import reference_error
-from mlagate.supervisor import WorkerError, WorkerPool, pinned_cpu
+from mlagate.supervisor import WorkerPool, pinned_cpu
 
 RESULT_KEY = "mlagate_result"
-
-
-class Invalid(Exception):
-    """The case measured something other than what it claims (or could not measure): invalid, not failed."""
 
 
 def pytest_addoption(parser):
     g = parser.getgroup("mlagate")
     g.addoption("--mlagate-matrix", default=None, help="matrix.yaml to expand (default: ./matrix.yaml, else the bundled one)")
     g.addoption("--mlagate-profile", default="quick", help="profile of the matrix: quick or full")
-    g.addoption("--mlagate-backend", default=None, help="cpu or gpu (default: what MLX reports in the worker)")
+    g.addoption("--mlagate-backend", default=None, help="cpu, metal or cuda (default: the runner's declared backend)")
     g.addoption("--mlagate-runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else linux-cpu / macos-metal)")
     g.addoption("--mlagate-out", default="reports/latest", help="output directory; results go to OUT/results/")
     g.addoption("--mlagate-module", action="append", default=[], help="only this module (repeatable)")
@@ -70,8 +68,10 @@ class Context:
         if self.profile_name not in self.matrix.profiles:
             raise pytest.UsageError(f"--mlagate-profile: unknown profile {self.profile_name!r}")
         self.profile: Profile = self.matrix.profiles[self.profile_name]
-        self.backend = opt("--mlagate-backend") or default_backend()
-        self.runner = opt("--mlagate-runner") or os.environ.get("MLAGATE_RUNNER") or default_runner(self.matrix, self.backend)
+        try:
+            self.runner, self.backend = backends.resolve(self.matrix, opt("--mlagate-runner"), opt("--mlagate-backend"))
+        except backends.BackendError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self.out = Path(opt("--mlagate-out"))
         self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
         self.aa = bool(opt("--mlagate-aa"))
@@ -116,17 +116,6 @@ class Context:
         sel = Selection((suite,), self.selection.modules, self.selection.arms)
         cases = expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa)
         return cases if self.only is None else [c for c in cases if c.id in self.only]
-
-
-def default_backend() -> str:
-    return "gpu" if os.uname().sysname == "Darwin" or os.environ.get("MLAGATE_BACKEND") == "gpu" else "cpu"
-
-
-def default_runner(matrix: Matrix, backend: str) -> str:
-    for label, runner in matrix.runners.items():
-        if runner.backend == backend or (backend == "cpu" and runner.backend == "cpu"):
-            return label
-    return next(iter(matrix.runners))
 
 
 def pytest_configure(config):
@@ -278,6 +267,10 @@ class CaseRun:
         w = self.ctx.pool.get(arm, replica)
         if arm == self.case.arm and replica == 0:
             self.result.fingerprint = dict(w.fingerprint)
+        detected = w.fingerprint.get("backend")
+        if detected != self.case.backend:
+            raise Invalid(f"runner {self.case.runner} declares backend {self.case.backend}, but MLX runs on {detected} "
+                          f"in the worker of {arm}: budgets for {self.case.backend} would judge {detected} arithmetic")
         return w
 
     def call(self, op: str, arm: str | None = None, **req) -> dict:
@@ -396,15 +389,14 @@ class CaseRun:
 
     def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
         """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker.
-        A reference script that raised means the setup is wrong: the case is invalid."""
+        A reference script runs the same runtime: one that raised fails the case."""
         arm = arm or self.case.arm
         for sc in scripts.values():
             sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)
         reply = self.call("script", arm, key=key, attention=self.module.attention_for(arm), scripts=scripts,
                           pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps)
         broken = reference_error(reply)
-        if broken:
-            raise Invalid(broken)
+        assert not broken, broken
         return reply
 
     def reproducer(self, **where) -> dict:
@@ -455,19 +447,13 @@ def pytest_runtest_makereport(item, call):
     if call.when == "setup" and rep.skipped and run.result.verdict == "argued":
         path = run.finish("argued")
     elif call.when == "call" or (call.when == "setup" and call.excinfo is not None):
-        exc = call.excinfo.value if call.excinfo else None
-        if exc is None:
-            path = run.finish("pass", "all gates held")
-        elif isinstance(exc, (Invalid, WorkerError)):
-            stderr = getattr(exc, "stderr", "")
-            path = run.finish("invalid", f"{type(exc).__name__}: {exc}".splitlines()[0], stderr)
+        end = policy.ending(call.excinfo.value if call.excinfo else None)
+        if end.exception:
+            run.result.metrics["exception"] = end.exception
+        path = run.finish(end.verdict, end.reason, end.stderr)
+        if end.verdict == "invalid" and rep.outcome == "failed":
             rep.outcome = "skipped"
-            rep.longrepr = (str(item.fspath), item.location[1] or 0, f"INVALID: {exc}")
-        elif isinstance(exc, pytest.skip.Exception):
-            path = run.finish("invalid", f"skipped: {exc}")
-        else:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            path = run.finish("fail", message)
+            rep.longrepr = (str(item.fspath), item.location[1] or 0, f"INVALID: {end.reason}")
     else:
         return
     item._mla_written = True

@@ -9,10 +9,10 @@ import sys
 PROBE = """
 import mlx.core as mx
 backend = {backend!r}
-if backend == "gpu":
-    metal = hasattr(mx, "metal") and mx.metal.is_available()
-    if not (metal or (hasattr(mx, "cuda") and mx.cuda.is_available())):
-        raise SystemExit("no GPU device in MLX")
+if backend != "cpu":
+    lib = getattr(mx, backend, None)
+    if lib is None or not lib.is_available():
+        raise SystemExit(f"MLX has no {{backend}} device here")
     mx.set_default_device(mx.gpu)
 mx.eval(mx.array([1.0]) + 1)
 """
@@ -23,8 +23,10 @@ class PreflightError(ValueError):
 
 
 def remedy(backend: str) -> str:
-    if backend == "gpu":
-        return "run on Apple Silicon (Metal) or install mlx with CUDA, or give --backend cpu"
+    if backend == "metal":
+        return "run on Apple Silicon with mlx installed, or give --backend cpu"
+    if backend == "cuda":
+        return "install mlx with its CUDA backend (pip install 'mlx[cuda]'), or give --backend cpu"
     if sys.platform == "darwin":
         return "install mlx (pip install mlx)"
     return (

@@ -24,6 +24,7 @@ from html import escape
 from pathlib import Path
 
 from mlagate import junit, machine, plots, results, summary
+from mlagate.gate import outcomes
 from mlagate.plots import Marker, Series
 
 MERGED_SCHEMA = "mlagate.merged/1"
@@ -149,6 +150,7 @@ def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str |
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sources": [{"name": name, "results": len(rows_)} for name, rows_ in sources],
         "counts": counts,
+        "outcomes": outcomes.counts(rows),
         "superseded": superseded,
         "results": rows,
     }
@@ -550,6 +552,13 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     out.append(f'<p class="meta">commit time {esc(merged.get("commit_time"))} · rendered {esc(merged.get("created"))} from {len(rows)} results: {esc(srcs)}'
                + (f' · <a href="{esc(history_link)}">history</a>' if history_link else "")
                + (f' · {len(merged.get("superseded", []))} superseded by later runs of the same case' if merged.get("superseded") else "") + "</p>")
+    oc = merged.get("outcomes") or outcomes.counts(rows)
+    red = any(oc.get(o) for o in outcomes.RED) or oc.get("invalid") or oc.get("missing")
+    out.append(f'<p class="gate" id="gate"><strong>gate {"red" if red else "green"}</strong>: '
+               + ", ".join(f"{oc.get(o, 0)} {esc(o)}" for o in outcomes.OUTCOMES) + "</p>")
+    controls = outcomes.controls_line(rows)
+    if controls:
+        out.append(f'<p class="meta" id="controls">{esc(controls)}</p>')
     out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{VERDICT_SYMBOL[v]} {c.get(v, 0)} {VERDICT_WORD[v]}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
     gaps = merged.get("gaps") or {}
     if any(gaps.values()):

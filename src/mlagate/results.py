@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlagate.gate import outcomes
+
 SCHEMA = "mlagate.result/1"
 VERDICTS = ("pass", "fail", "invalid", "argued")
 
@@ -53,6 +55,9 @@ class Result:
             "profile": c["profile"],
             "runner": c["runner"],
             "verdict": self.verdict,
+            "expected": c.get("expected"),
+            "expectation": c.get("expectation", ""),
+            "control": bool(c.get("control")),
             "evidence": self.evidence,
             "reason": self.reason,
             "counters": self.observations,
@@ -94,18 +99,18 @@ def load_dir(results_dir: Path) -> list[dict]:
 
 @dataclass(frozen=True)
 class Summary:
-    counts: dict[str, int]
+    counts: dict[str, int]  # per verdict
     rows: list[dict]
     missing: list[str]
 
     @property
+    def outcomes(self) -> dict[str, int]:
+        return outcomes.counts(self.rows, len(self.missing))
+
+    @property
     def exit_code(self) -> int:
-        """0 all gates pass (argued rows do not fail), 1 a gate failed, 3 only invalid cases are left."""
-        if self.counts.get("fail", 0):
-            return 1
-        if self.counts.get("invalid", 0) or self.missing:
-            return 3
-        return 0
+        """0 every case as expected, 1 a regression, lost control or fixed finding, 3 only invalid or missing cases left."""
+        return outcomes.exit_code(self.outcomes)
 
 
 def summarise(rows: list[dict], expected_ids: list[str] | None = None) -> Summary:
@@ -115,6 +120,14 @@ def summarise(rows: list[dict], expected_ids: list[str] | None = None) -> Summar
     have = {r["case_id"] for r in rows}
     missing = [i for i in (expected_ids or []) if i not in have]
     return Summary(counts, rows, missing)
+
+
+def gate_line(summary: Summary) -> str:
+    """The gate's one-line answer: outcome counts, then the verdicts underneath."""
+    o, c = summary.outcomes, summary.counts
+    shown = ", ".join(f"{o[k]} {k}" for k in outcomes.OUTCOMES if o[k] or k == "as expected")
+    verdicts = f"{c['pass']} passed, {c['fail']} failed, {c['invalid']} invalid, {c['argued']} argued-not-measured"
+    return f"gate: {'green' if summary.exit_code == 0 else 'red'}: {shown} ({verdicts})"
 
 
 def geometry_label(r: dict) -> str:
@@ -130,14 +143,18 @@ def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
 
 
 def table(summary: Summary) -> str:
-    lines = [f"{'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
-    order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
-    for r in sorted(summary.rows, key=lambda r: (order[r["verdict"]], r["suite"], r["module"], r["arm"])):
+    lines = [f"{'outcome':12} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
+    order = {o: i for i, o in enumerate(("regression", "lost control", "fixed", "invalid", "as expected"))}
+    verdict_order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
+    key = lambda r: (order[outcomes.outcome(r)], verdict_order[r["verdict"]], r["suite"], r["module"], r["arm"])  # noqa: E731
+    for r in sorted(summary.rows, key=key):
         geo = geometry_label(r)
-        head = f"{r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} "
+        head = f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} "
         lines += wrapped(head, r["reason"])
     for cid in summary.missing:
-        lines.append(f"{'missing':8} {cid} (no result was written: the case crashed before it finished)")
-    c = summary.counts
-    lines.append(f"{c['pass']} passed, {c['fail']} failed, {c['invalid']} invalid, {c['argued']} argued-not-measured" + (f", {len(summary.missing)} missing" if summary.missing else ""))
+        lines.append(f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it finished)")
+    controls = outcomes.controls_line(summary.rows)
+    if controls:
+        lines.append(controls)
+    lines.append(gate_line(summary))
     return "\n".join(lines)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import importlib
 import math
 
+from mlagate import tracing
+
 PRIVATE_POOL = "_pool"
 
 
@@ -165,7 +167,8 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             out = worker._forward(entry["model"], tokens, cache)
             mx.eval(out)
         except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
-            run.error = {"step": i, "length": run.length, "S": S, "error": f"{type(exc).__name__}: {exc}".splitlines()[0], "at": _runtime_frame(exc)}
+            run.error = {"step": i, "length": run.length, "S": S, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                         "at": tracing.runtime_frame(exc, worker.arm_dir) or tracing.innermost_frame(exc)}
             break
         start = run.length
         rows = out[0].astype(mx.float32)
@@ -192,17 +195,6 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             run.marks[step["mark"]] = snapshot(mx, cache)
     run.rollback = name
     return run
-
-
-def _runtime_frame(exc: BaseException) -> str:
-    """file:line of the innermost frame outside mlagate (where the runtime raised)."""
-    tb, where = exc.__traceback__, ""
-    while tb is not None:
-        f = tb.tb_frame.f_code.co_filename
-        if "/mlagate/" not in f:
-            where = f"{f.rsplit('/site/', 1)[-1]}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return where
 
 
 def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:

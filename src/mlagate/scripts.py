@@ -86,11 +86,11 @@ def first_position(cmp: dict) -> int | None:
 
 
 def reference_error(reply: dict) -> str | None:
-    """A reference script that raised: the setup is wrong, the case is invalid."""
+    """A reference script that raised (it runs the same runtime: a failure, as the tested one's)."""
     for name, cmp in reply["pairs"].items():
         err = cmp["errors"]["reference"]
         if err:
-            return f"reference script {name.split('|')[1]} raised at step {err['step']}: {err['error']} at {err['at']}"
+            return f"the runtime raised in reference script {name.split('|')[1]} at step {err['step']}: {err['error']} at {err['at']}"
     return None
 
 

@@ -198,3 +198,26 @@ def detect_steps(xs: Sequence[float], window: int = 5, min_before: int = 3, min_
         mb, ma = median(before), median(after)
         steps.append({"index": j, "before": mb, "after": ma, "change": (ma - mb) / abs(mb) if mb != 0 else None})
     return steps
+
+
+def paired_change(arm: Sequence[float], baseline: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """The relative change of paired samples, arm_i / baseline_i - 1, as (median, low, high):
+    the median of the per-pair changes and its exact distribution-free interval from order
+    statistics (the binomial distribution of how many pairs fall below the true median,
+    scipy.stats.binom). Pairs are the two series' samples taken back to back (ABBA), so a
+    change of machine speed slower than one pair cancels out of each ratio.
+
+    The interval [d_(k), d_(n+1-k)] covers the median with probability 1 - 2 P(B <= k-1),
+    B ~ Binomial(n, 1/2); k is the largest with that at least `confidence` (k = 1 when even the
+    whole range cannot reach it)."""
+    from scipy.stats import binom
+
+    if len(arm) != len(baseline) or not arm:
+        raise ValueError("paired_change needs two equally long, non-empty series")
+    d = sorted(a / b - 1 for a, b in zip(arm, baseline, strict=True))
+    n = len(d)
+    alpha = 1 - confidence
+    k = 1
+    while k + 1 <= (n + 1) // 2 and 2 * binom.cdf(k, n, 0.5) <= alpha:
+        k += 1
+    return median(d), d[k - 1], d[n - k]

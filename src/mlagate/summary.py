@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from mlagate import results
+from mlagate.gate import outcomes
 
 
 def _md(s, limit: int = 300) -> str:
@@ -27,8 +28,13 @@ def _code(s) -> str:
 def render(merged: dict, max_problems: int = 50) -> str:
     rows = merged["results"]
     c = merged["counts"]
+    oc = merged.get("outcomes") or outcomes.counts(rows)
+    red = any(oc.get(o) for o in outcomes.RED) or oc.get("invalid") or oc.get("missing")
+    controls = outcomes.controls_line(rows)
     out = [f"## mlagate: commit `{_md(merged['commit'])}`", "",
-           f"**{c.get('pass', 0)} passed, {c.get('fail', 0)} failed, {c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured** "
+           f"**gate {'red' if red else 'green'}: " + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES) + "**", "",
+           *([_md(controls), ""] if controls else []),
+           f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, {c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
            f"({len(rows)} cases)", "", "| suite | pass | fail | invalid | argued |", "|---|---:|---:|---:|---:|"]
     gaps = merged.get("gaps") or {}
     if any(gaps.values()):
@@ -40,14 +46,16 @@ def render(merged: dict, max_problems: int = 50) -> str:
     for s in sorted(by_suite):
         n = by_suite[s]
         out.append(f"| {_md(s)} | {n['pass']} | {n['fail']} | {n['invalid']} | {n['argued']} |")
-    bad = [r for r in rows if r["verdict"] in ("fail", "invalid")]
-    bad.sort(key=lambda r: (r["verdict"] != "fail", r["suite"], r["module"], r["arm"]))
+    bad = [r for r in rows if outcomes.outcome(r) != "as expected"]
+    bad.sort(key=lambda r: (outcomes.outcome(r) == "invalid", r["suite"], r["module"], r["arm"]))
     if bad:
-        out += ["", "### Failing and invalid cases", "", "| verdict | suite | module | arm | geometry · dtype · backend | reason | replay |", "|---|---|---|---|---|---|---|"]
+        out += ["", "### Cases that keep the gate red", "", "| outcome | verdict | suite | module | arm | geometry · dtype · backend | reason | replay |",
+                "|---|---|---|---|---|---|---|---|"]
         for r in bad[:max_problems]:
             geo = results.geometry_label(r)
             where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
-            out.append(f"| {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | {_md(r.get('reason'))} | {_code(r.get('replay'))} |")
+            out.append(f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
+                       f"{_md(r.get('reason'))} | {_code(r.get('replay'))} |")
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
     return "\n".join(out) + "\n"

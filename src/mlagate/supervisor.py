@@ -71,11 +71,19 @@ def worker_path() -> list[str]:
 
 
 class WorkerError(RuntimeError):
-    """The worker crashed, hung or answered with an error; the case becomes invalid."""
+    """The worker crashed, hung or the harness failed in it: the case becomes invalid."""
 
     def __init__(self, message: str, stderr: str = "", traceback: str = ""):
         super().__init__(message)
         self.stderr, self.traceback = stderr, traceback
+
+
+class RuntimeRaised(WorkerError):
+    """The runtime under test raised (its traceback enters the arm's folder): a failure."""
+
+    def __init__(self, message: str, at: str, stderr: str = "", traceback: str = ""):
+        super().__init__(message, stderr, traceback)
+        self.at = at
 
 
 class WorkerProcess:
@@ -131,7 +139,11 @@ class WorkerProcess:
         line, _, self._buf = self._buf.partition(b"\n")
         reply = json.loads(line)
         if not reply["ok"]:
-            raise WorkerError(f"{op} failed in {self.install.arm.id}: {reply['error']}", self.stderr_tail(), reply.get("traceback", ""))
+            message = f"{op} failed in {self.install.arm.id}: {reply['error']}"
+            if reply.get("runtime_at"):
+                raise RuntimeRaised(f"{message} at {reply['runtime_at']}", reply["runtime_at"],
+                                    self.stderr_tail(), reply.get("traceback", ""))
+            raise WorkerError(message, self.stderr_tail(), reply.get("traceback", ""))
         return reply["result"]
 
     def hello(self, timeout: float = 120) -> dict:

@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 
-from mlagate import machine, probes, rollback
+from mlagate import machine, probes, rollback, tracing
 from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
@@ -427,7 +427,8 @@ def serve(worker: Worker, rfd: int, wfd: int) -> None:
                 handler = getattr(worker, f"op_{op}")
                 reply = {"ok": True, "result": handler(req)}
             except Exception as exc:  # noqa: BLE001  (every failure goes back on the channel)
-                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+                         "runtime_at": tracing.runtime_frame(exc, worker.arm_dir)}
             reply["seconds"] = time.perf_counter() - t0
             tx.write(json.dumps(reply) + "\n")
             tx.flush()

@@ -5,6 +5,13 @@ L and T where it happened.
 """
 
 from mlagate import crossover
+from mlagate.harness import gates
+
+GATES = {
+    "warm_caches": gates.List(gates.Int(1, 1 << 20)),
+    "widths": gates.List(gates.Int(2, 1 << 16)),  # speculative verify widths
+}
+CONTROLS_FAIL = True  # a single-query guard materialises every verify width on a warm cache
 
 
 def test_dispatch(mla):

@@ -17,7 +17,19 @@ multiplies embed_q, which scales the scores of both paths alike, so attention is
 trained models and a wrong score shows in the output.
 """
 
-from mlagate.plugin import Invalid
+from mlagate.harness import gates, give_up
+
+_BUDGET = gates.Record({
+    "absorbed_factor": gates.Number(0), "growth_factor": gates.Number(0),
+    "floor_ulps": gates.Number(0), "max_ulps": gates.Number(0, above=True),
+})
+GATES = {
+    "widths": gates.List(gates.Int(2, 1 << 16), min_len=2),  # step widths compared (growth needs two)
+    "score_scale": gates.Number(0, above=True),
+    "dtypes": gates.List(gates.Dtype()),
+    "quant": gates.List(gates.Text(r"none|q[2-8]g(32|64|128)")),
+    "budgets": gates.Keyed("dtype", gates.Keyed("backend", _BUDGET)),  # ULPs per dtype, per backend
+}
 
 
 def test_equivalence(mla):
@@ -31,25 +43,34 @@ def test_equivalence(mla):
             q = None if quant == "none" else {"bits": int(quant[1]), "group_size": int(quant.split("g")[1])}
             forced_key, info = mla.build(dtype=dtype, quant=q, forced=True, score_scale=gates["score_scale"])
             if not info["guards"]:
-                raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
+                give_up(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}", problems)
             ref = mla.reference(forced_key, score_scale=gates["score_scale"])
-            deltas = {}
+            rows = {}
             for L in gates["widths"]:
                 st = mla.compare({"absorbed": (forced_key, "absorbed"), "materialised": (forced_key, "materialised")}, ref, warm, L, dtype)
                 for label in ("absorbed", "materialised"):
                     if st["paths"][label] != label:
-                        raise Invalid(f"{dtype} {quant} L={L}: forced {label} but the counters saw {st['paths'][label]}")
-                row = f"{dtype}/{quant}/L={L}"
-                table[row] = {k: st[k] for k in ("absorbed", "materialised", "delta", "magnitude", "ulp")}
-                deltas[L] = st["delta"]["p99"]
-                a, m = st["absorbed"]["p99"], st["materialised"]["p99"]
-                if a > budget["absorbed_factor"] * m + budget["floor_ulps"]:
-                    problems.append(f"{row}: absorbed p99 error {a:.1f} ULP > {budget['absorbed_factor']} x materialised {m:.1f} + {budget['floor_ulps']}")
-                worst = max(st["absorbed"]["max"], st["materialised"]["max"])
-                if worst > budget["max_ulps"]:
-                    problems.append(f"{row}: error {worst:.1f} ULP over the {budget['max_ulps']} ULP bound")
-            lo, hi = min(deltas), max(deltas)
-            if deltas[hi] > budget["growth_factor"] * deltas[lo] + budget["floor_ulps"]:
-                problems.append(f"{dtype}/{quant}: delta grows with L: p99 {deltas[hi]:.1f} ULP at L={hi} vs {deltas[lo]:.1f} at L={lo}")
+                        give_up(f"{dtype} {quant} L={L}: forced {label} but the counters saw {st['paths'][label]}", problems)
+                rows[L] = table[f"{dtype}/{quant}/L={L}"] = {k: st[k] for k in ("absorbed", "materialised", "delta", "magnitude", "ulp")}
+            problems += budget_problems(f"{dtype}/{quant}", rows, budget)
     mla.metric("errors_ulps", table)
     assert not problems, "; ".join(problems)
+
+
+def budget_problems(label: str, rows: dict[int, dict], budget) -> list[str]:
+    """What one dtype/quant's errors (ULPs per width L) break of a backend's budget: the absorbed
+    path's p99 error against the materialised one's, the worst error, and the growth of the
+    difference with L."""
+    problems = []
+    for L, st in rows.items():
+        a, m = st["absorbed"]["p99"], st["materialised"]["p99"]
+        if a > budget["absorbed_factor"] * m + budget["floor_ulps"]:
+            problems.append(f"{label}/L={L}: absorbed p99 error {a:.1f} ULP > {budget['absorbed_factor']} x materialised {m:.1f} + {budget['floor_ulps']}")
+        worst = max(st["absorbed"]["max"], st["materialised"]["max"])
+        if worst > budget["max_ulps"]:
+            problems.append(f"{label}/L={L}: error {worst:.1f} ULP over the {budget['max_ulps']} ULP bound")
+    lo, hi = min(rows), max(rows)
+    dlo, dhi = rows[lo]["delta"]["p99"], rows[hi]["delta"]["p99"]
+    if dhi > budget["growth_factor"] * dlo + budget["floor_ulps"]:
+        problems.append(f"{label}: delta grows with L: p99 {dhi:.1f} ULP at L={hi} vs {dlo:.1f} at L={lo}")
+    return problems

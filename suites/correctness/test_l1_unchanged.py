@@ -6,7 +6,11 @@ the path counters agree. Any difference fails with the first differing element.
 import base64
 import struct
 
-from mlagate.plugin import Invalid
+from mlagate.harness import Invalid, gates
+
+GATES = {
+    "caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T (a cold one is added)
+}
 
 
 def first_difference(a: dict, b: dict) -> str | None:

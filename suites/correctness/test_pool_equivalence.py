@@ -16,7 +16,16 @@ where every selection fell back to dense is invalid, not passed.
 import random
 
 from mlagate import scripts
-from mlagate.plugin import Invalid
+from mlagate.harness import Invalid, gates, give_up
+
+GATES = {
+    "dtype": gates.Dtype(),
+    "widths": gates.List(gates.Int(2, 4096)),  # S, new tokens per wide step
+    "beyond_topk": gates.List(gates.Int(0, 1 << 20)),  # primed caches past the top-k
+    "seed": gates.Int(0),
+    "logits_ulps": gates.Keyed("backend", gates.Number(0)),
+    "state_ulps": gates.Keyed("backend", gates.Number(0)),
+}
 
 
 def test_pool_equivalence(mla):
@@ -55,7 +64,7 @@ def test_pool_equivalence(mla):
     mla.metric("cases", table)
     mla.metric("private_pool_notes", private[:8])
     if reply["indexers"] == 0:
-        raise Invalid(f"no sparse indexer found in {mla.module.attention_for(mla.case.arm)} instances (no `indexer` child)")
+        give_up(f"no sparse indexer found in {mla.module.attention_for(mla.case.arm)} instances (no `indexer` child)", problems)
     if selected == 0:
-        raise Invalid("every selection fell back to dense: nothing about the pools was checked")
+        give_up("every selection fell back to dense: nothing about the pools was checked", problems)
     assert not problems, "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")

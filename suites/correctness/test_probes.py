@@ -1,12 +1,17 @@
 """probes: the path every module really takes at L = 1, 2, 4 on warm and cold caches, and
 proof that each path can be forced (or the module is reported unforceable).
 
-Fails when the counters cannot name a path (the fold and unfold disagree) or when a forced
-path is not the path the counters saw.
+Fails when the counters cannot name a path (the fold and unfold disagree), when a forced
+path is not the path the counters saw, or when a forced branch raises in the runtime.
 """
 
-from mlagate.plugin import Invalid
-from mlagate.supervisor import WorkerError
+from mlagate.harness import Invalid, gates
+from mlagate.supervisor import RuntimeRaised
+
+GATES = {
+    "widths": gates.List(gates.Int(1, 4096)),  # query widths observed
+    "forced_width": gates.Int(2, 4096),  # the width at which each path is forced
+}
 
 
 def test_probes(mla):
@@ -28,13 +33,16 @@ def test_probes(mla):
     forced_key, info = mla.build(forced=True)
     mla.metric("guards", info["guards"])
     if not info["guards"]:
+        assert not problems, "; ".join(problems)
         raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
     forced = {}
     for path in ("absorbed", "materialised"):
         try:
             obs = mla.step(forced_key, warm, forced_width, force=path)
-        except WorkerError as exc:
-            raise Invalid(f"unforceable: forcing {path} at L={forced_width} raised in the arm ({exc}); that branch does not run at this width") from exc
+        except RuntimeRaised as exc:
+            forced[path] = "raised"
+            problems.append(f"forced {path} at L={forced_width} T={warm}: the runtime raised {exc}")
+            continue
         forced[path] = obs["path"]
         if obs["path"] != path:
             problems.append(f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} ({[c['ops'] for c in obs['calls']]})")

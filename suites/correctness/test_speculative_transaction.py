@@ -16,7 +16,17 @@ how to build it deeper). A run in which no verify step rejected a token is inval
 import random
 
 from mlagate import scripts
-from mlagate.plugin import Invalid
+from mlagate.harness import gates, give_up
+
+GATES = {
+    "dtype": gates.Dtype(),
+    "layers": gates.Int(1, 64),
+    "beyond_topk": gates.Int(0, 1 << 20),
+    "widths": gates.List(gates.Int(1, 4096)),  # verify widths cycled over the rounds (1: one-token drafts)
+    "rounds": gates.Int(1, 1000),
+    "seeds": gates.List(gates.Int(0)),
+    "logits_ulps": gates.Keyed("backend", gates.Number(0)),
+}
 
 
 def transaction(rng: random.Random, vocab: int, widths: list[int], rounds: int) -> tuple[list[dict], list[int], list[dict]]:
@@ -54,7 +64,7 @@ def test_speculative_transaction(mla):
         }
         reply = mla.script(key, runs, [("speculative", "plain")], margin_ulps=scripts.budget(g["logits_ulps"], mla.case.backend))
         if reply["layers"] < g["layers"]:
-            raise Invalid(f"the model was built with {reply['layers']} decoder layers, fewer than gates.layers {g['layers']}: give the module `deep` config keys")
+            give_up(f"the model was built with {reply['layers']} decoder layers, fewer than gates.layers {g['layers']}: give the module `deep` config keys", problems)
         mla.metric("rollback", reply["rollback"])
         mla.metric("layers", reply["layers"])
         mla.metric("mla_instances", info["attention_instances"])
@@ -67,7 +77,7 @@ def test_speculative_transaction(mla):
     mla.metric("cases", table)
     mla.metric("rounds", rounds)
     if not any(r["j"] < r["L"] for log in rounds.values() for r in log):
-        raise Invalid("no verify step rejected a token: the rollback was never exercised")
+        give_up("no verify step rejected a token: the rollback was never exercised", problems)
     if not all(t["positions"] for t in table.values()):
-        raise Invalid("a script kept no position to compare")
+        give_up("a script kept no position to compare", problems)
     assert not problems, "; ".join(problems)

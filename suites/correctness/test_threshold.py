@@ -9,6 +9,14 @@ gates.ties says whether either path passes there ("either") or the strict form i
 """
 
 from mlagate import crossover
+from mlagate.harness import gates
+
+GATES = {
+    "tie_search": gates.Int(1, 1 << 20),  # cache lengths searched for the first exact tie
+    "cold_widths": gates.List(gates.Int(2, 1 << 16)),  # cold cache widths (materialised)
+    "ties": gates.Choice(("either", "strict")),  # at an exact tie: either path, or materialised only
+}
+CONTROLS_FAIL = True  # a single-query guard sends the formula's boundary width to materialised
 
 
 def test_threshold(mla):

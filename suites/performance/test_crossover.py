@@ -15,7 +15,12 @@ either way.
 """
 
 from mlagate import crossover, stats
-from mlagate.plugin import Invalid
+from mlagate.harness import Invalid, gates
+
+GATES = {
+    "tolerance": gates.Number(0, 1, above=True),  # how much slower absorbed may be at the formula's width
+    "samples_at_formula": gates.Samples(),
+}
 
 
 def test_crossover(mla):
@@ -30,7 +35,7 @@ def test_crossover(mla):
     sweep = {}
     for L in widths:
         t = mla.interleaved([{"label": "absorbed", "key": key, "L": L, "force": "absorbed"}, {"label": "materialised", "key": key, "L": L, "force": "materialised"}],
-                            samples=mla.gates.get("samples_at_formula") if L == b else None)
+                            samples=mla.gates["samples_at_formula"] if L == b else None)
         d, lo, hi = stats.diff_ci(t["absorbed"], t["materialised"])
         sweep[L] = {"absorbed_s": stats.median(t["absorbed"]), "materialised_s": stats.median(t["materialised"]), "materialised_minus_absorbed_s": d, "ci": (lo, hi)}
     losing = [L for L in widths if sweep[L]["materialised_minus_absorbed_s"] < 0]

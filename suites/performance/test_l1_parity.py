@@ -1,16 +1,29 @@
-"""l1_parity: L = 1 takes the same branch in an arm and its baseline, so their L = 1 step
-times must agree within `tolerance` (2 %). A run where they do not measured something other
-than the change (a loaded machine, a different build): it is re-measured up to `retries`
-times, then reported invalid with both timings, never failed. Each try takes `samples`
-interleaved samples a side (more than the profile's: two equal times are compared within
-2 %), and records the bootstrap interval of the change.
+"""l1_parity: L = 1 takes the same branch in an arm and its baseline, so a change must not
+make the L = 1 step slower or faster by more than `tolerance` (2 %).
+
+Each try takes `samples` interleaved (ABBA) samples a side; sample i of the arm and of the
+baseline ran back to back, so their ratio cancels any change of machine speed slower than a
+pair. The change is the median of the paired ratios minus one, with its exact order-statistic
+interval at `confidence` (mlagate.stats.paired_change). Per cache length:
+
+- pass when the interval lies inside +-tolerance;
+- fail when it lies wholly beyond it (the arm's L = 1 really is slower, or faster);
+- otherwise re-measured up to `retries` times, then invalid: the run could not decide.
 
 With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/A run that
-measures this runner's noise floor and the smallest difference the gate can detect.
+measures this runner's noise floor (benchmarks/aa_false_alarms.py counts its red runs).
 """
 
 from mlagate import stats
-from mlagate.plugin import Invalid
+from mlagate.harness import Invalid, gates
+
+GATES = {
+    "tolerance": gates.Number(0, 1, above=True),  # the largest L = 1 change that passes
+    "retries": gates.Int(0, 10),  # tries after the first while the interval straddles the tolerance
+    "samples": gates.Samples(),  # paired samples a side per try
+    "confidence": gates.Number(0.5, 0.9999),  # of each try's interval
+    "max_cache": gates.Int(1, optional=True),
+}
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
 
@@ -20,6 +33,7 @@ def test_l1_parity(mla):
     aa = mla.case.aa
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
     gates = mla.gates
+    tol = gates["tolerance"]
     ours, _ = mla.build()
     theirs, _ = mla.build(arm=baseline, replica=replica)
     fp_a, fp_b = mla.ctx.pool.get(arm).fingerprint, mla.ctx.pool.get(baseline, replica).fingerprint
@@ -35,23 +49,27 @@ def test_l1_parity(mla):
             t = mla.interleaved([
                 {"label": "arm", "key": ours, "L": 1},
                 {"label": "baseline", "key": theirs, "L": 1, "arm": baseline, "replica": replica},
-            ], samples=gates.get("samples"))
-            change = stats.relative_change(t["baseline"], t["arm"])
-            base = stats.median(t["baseline"])
-            _, lo, hi = stats.diff_ci(t["baseline"], t["arm"])
-            attempts.append({"T": T, "attempt": attempt, "change": change, "ci": (lo / base, hi / base), "arm_s": stats.median(t["arm"]), "baseline_s": base})
-            if abs(change) <= gates["tolerance"]:
+            ], samples=gates["samples"])
+            change, lo, hi = stats.paired_change(t["arm"], t["baseline"], gates["confidence"])
+            decided = "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
+            attempts.append({"T": T, "attempt": attempt, "change": change, "ci": (lo, hi), "confidence": gates["confidence"],
+                             "decided": decided, "arm_s": stats.median(t["arm"]), "baseline_s": stats.median(t["baseline"])})
+            if decided:
                 break
         rows[str(T)] = attempts[-1]
     mla.metric("l1", rows)
     mla.metric("attempts", attempts)
     mla.metric("aa", aa)
     mla.metric("detectable_difference", stats.detectable_difference([a["change"] for a in attempts]) if aa else None)
-    bad = [r for r in rows.values() if abs(r["change"]) > gates["tolerance"]]
-    if bad:
-        worst = max(bad, key=lambda r: abs(r["change"]))
-        raise Invalid(
-            f"L = 1 differs by {worst['change']:+.1%} at T={worst['T']} after {gates['retries'] + 1} tries "
-            f"({arm}: {worst['arm_s'] * 1e3:.3f} ms, {baseline}{' (A/A)' if aa else ''}: {worst['baseline_s'] * 1e3:.3f} ms); "
-            f"this run measured something other than the change"
-        )
+    who = f"{baseline}{' (A/A)' if aa else ''}"
+
+    def said(r: dict) -> str:
+        return (f"{r['change']:+.1%} at T={r['T']} (interval {r['ci'][0]:+.1%}..{r['ci'][1]:+.1%} at {r['confidence']:.0%}; "
+                f"{arm}: {r['arm_s'] * 1e3:.3f} ms, {who}: {r['baseline_s'] * 1e3:.3f} ms)")
+
+    failed = [r for r in rows.values() if r["decided"] == "fail"]
+    assert not failed, f"L = 1 changed beyond the {tol:.0%} tolerance: " + "; ".join(said(r) for r in failed)
+    open_rows = [r for r in rows.values() if r["decided"] is None]
+    if open_rows:
+        raise Invalid(f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} tolerance: "
+                      + "; ".join(said(r) for r in open_rows))

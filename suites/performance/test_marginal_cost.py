@@ -17,7 +17,14 @@ are reported for every arm.
 """
 
 from mlagate import stats
-from mlagate.plugin import Invalid
+from mlagate.harness import Invalid, gates
+
+GATES = {
+    "widths": gates.List(gates.Int(1, 4096), min_len=2),  # L = 1 and the verify widths
+    "max_relative": gates.Number(0, above=True),  # the second query's cost bound, in decode steps
+    "samples": gates.Samples(),  # timed samples per width and cache length (the intervals decide)
+}
+CONTROLS_FAIL = True  # a single-query guard makes the second query re-expand the whole cache
 
 
 def test_marginal_cost(mla):
@@ -28,7 +35,7 @@ def test_marginal_cost(mla):
     by_t = {}
     for T in mla.profile.perf_cache_lengths:
         mla.prime(key, T)
-        by_t[T] = mla.interleaved(series)
+        by_t[T] = mla.interleaved(series, samples=mla.gates["samples"])
     table = {}
     for L in widths[1:]:
         mc = stats.marginal_cost({T: (t["L=1"], t[f"L={L}"]) for T, t in by_t.items()})
