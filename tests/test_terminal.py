@@ -10,7 +10,6 @@ import termios
 import time
 
 import pyte
-import pytest
 
 from mlagate import preflight
 
@@ -126,7 +125,7 @@ def test_a_missing_mlx_backend_is_one_line_naming_the_extra(
 
 
 def test_preflight_passes_where_mlx_runs():
-    preflight.check("cpu")
+    preflight.check()
 
 
 def test_arm_install_shows_what_it_installs_and_how_far(fake_matrix, fake_cache):
@@ -144,11 +143,3 @@ def test_off_a_terminal_an_install_adds_nothing_to_stderr(fake_matrix, fake_cach
     proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
     assert proc.returncode == 0 and proc.stderr == ""
 
-
-def test_preflight_names_a_missing_gpu_backend():
-    import mlx.core as mx
-
-    if hasattr(mx, "cuda") and mx.cuda.is_available():
-        pytest.skip("this machine has CUDA: no missing backend to name")
-    with pytest.raises(preflight.PreflightError, match="MLX cannot run the cuda backend here .*; install mlx"):
-        preflight.check("cuda")

@@ -294,7 +294,7 @@ def _dispatch(args) -> int:
 
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
-    preflight.check(backend)
+    preflight.check()
     runcli.performance_health(args, matrix, selection, backend)
     outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa or bool(target and target.aa),
                           shard_spec=spec, costs=costs, cpu=args.cpu, verbose=args.verbose, only=target.ids if target else None)

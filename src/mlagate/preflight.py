@@ -1,4 +1,4 @@
-"""Checks in the parent before any worker starts: can MLX run here on the chosen backend?"""
+"""Checks in the parent before any worker starts: can MLX run here at all?"""
 
 from __future__ import annotations
 
@@ -6,27 +6,16 @@ import os
 import subprocess
 import sys
 
-PROBE = """
-import mlx.core as mx
-backend = {backend!r}
-if backend != "cpu":
-    lib = getattr(mx, backend, None)
-    if lib is None or not lib.is_available():
-        raise SystemExit(f"MLX has no {{backend}} device here")
-    mx.set_default_device(mx.gpu)
-mx.eval(mx.array([1.0]) + 1)
-"""
+# Importing MLX and evaluating on the CPU: what an install without a backend library fails.
+# A declared GPU backend the worker does not run is the cases' business (invalid, per case).
+PROBE = "import mlx.core as mx; mx.eval(mx.add(mx.array([1.0]), 1, stream=mx.cpu))"
 
 
 class PreflightError(ValueError):
     """This machine cannot run the workers; one line saying what to install."""
 
 
-def remedy(backend: str) -> str:
-    if backend == "metal":
-        return "run on Apple Silicon with mlx installed, or give --backend cpu"
-    if backend == "cuda":
-        return "install mlx with its CUDA backend (pip install 'mlx[cuda]'), or give --backend cpu"
+def remedy() -> str:
     if sys.platform == "darwin":
         return "install mlx (pip install mlx)"
     return (
@@ -35,19 +24,15 @@ def remedy(backend: str) -> str:
     )
 
 
-def check(backend: str, python: str | None = None, timeout: float = 120) -> None:
+def check(python: str | None = None, timeout: float = 120) -> None:
     """Import MLX and evaluate one array in a fresh interpreter, as a worker will."""
-    cmd = [python or sys.executable, "-c", PROBE.format(backend=backend)]
+    cmd = [python or sys.executable, "-c", PROBE]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise PreflightError(
-            f"MLX ({backend}) did not answer within {timeout:.0f} s; {remedy(backend)}"
-        ) from None
+        raise PreflightError(f"MLX did not answer within {timeout:.0f} s; {remedy()}") from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         last = lines[-1] if lines else f"exit {proc.returncode}"
-        raise PreflightError(
-            f"MLX cannot run the {backend} backend here ({last}); {remedy(backend)}"
-        )
+        raise PreflightError(f"MLX cannot run here ({last}); {remedy()}")
