@@ -22,9 +22,10 @@ def test_a_case_that_got_worse_exits_1_and_the_reverse_exits_0(
     assert run_cli("run", *sel, "--out", b, cache=fake_cache).returncode == 1
     proc = run_cli("compare", a, b)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert (
-        "worse    probes::fake/fixed::fake-stock::tiny::float32::cpu: pass -> fail" in proc.stdout
+    line = (
+        "worse    probes::fake/fixed::fake-stock::tiny::float32::cpu: pass (as expected) -> fail ("
     )
+    assert line in proc.stdout, proc.stdout
     assert "fake/good" not in proc.stdout.split("problems")[0], "an unchanged case is not listed"
     back = run_cli("compare", b, a, "--format", "json")
     assert back.returncode == 0
@@ -68,3 +69,29 @@ def test_a_figure_is_worse_only_when_the_intervals_are_apart():
     assert "[0.9, 1.1] -> 2 [1.8, 2.2] (+1)" in slower.text()
     faster = compare.compare([_marginal(2.0, 1.8, 2.2)], [_marginal(1.0, 0.9, 1.1)])
     assert [f["change"] for f in faster.figures] == ["better"] and faster.exit_code == 0
+
+
+def _row(verdict, expected=None, control=False, case="probes::m::stock::g::float32::cpu"):
+    return {
+        "case_id": case,
+        "suite": "probes",
+        "module": "m",
+        "arm": "stock",
+        "geometry": {"id": "g"},
+        "checkpoint": None,
+        "backend": "cpu",
+        "verdict": verdict,
+        "expected": expected,
+        "control": control,
+        "metrics": {},
+    }
+
+
+def test_outcomes_judge_not_verdicts():
+    lost = compare.compare([_row("fail", "fail", True)], [_row("pass", "fail", True)])
+    assert [v["change"] for v in lost.verdicts] == ["worse"] and lost.exit_code == 1
+    assert "fail (as expected) -> pass (lost control)" in lost.text()
+    fixed = compare.compare([_row("fail", "fail")], [_row("pass", "fail")])
+    assert [v["change"] for v in fixed.verdicts] == ["better"] and fixed.exit_code == 0
+    gone = compare.compare([_row("pass", "pass")], [])
+    assert [v["change"] for v in gone.verdicts] == ["worse"]

@@ -1,9 +1,12 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
-Verdict changes per case, and the key figures of mlagate.history with their 95 % intervals
-where the suite records one. Worse (exit 1): a case whose verdict got worse (pass < invalid <
-fail), a case of A that B lacks, a new case of B that is not passing, or a figure that moved
-the bad way with the two intervals apart. A figure without intervals is shown, never judged.
+Verdict and gate-outcome changes per case (mlagate.gate.outcomes), and the key figures of
+mlagate.history with their 95 % intervals where the suite records one. Worse (exit 1): a case
+whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
+a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
+bad way with the two intervals apart. A figure without intervals is shown, never judged; a
+verdict that changed with its outcome (a stock control failing, then failing otherwise) is
+listed as changed.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import history, report
+from mlagate.gate import outcomes
 
-RANK = {"pass": 0, "argued": 0, "invalid": 1, "fail": 2}
+RANK = {
+    "fixed": 0,
+    "as expected": 0,
+    "invalid": 1,
+    "missing": 2,
+    "regression": 3,
+    "lost control": 3,
+}
 HIGHER_IS_WORSE = {
-    "problems": True,
     "marginal_ms": True,
     "crossover_slowdown": True,
     "equivalence_p99": True,
@@ -87,7 +97,8 @@ class Comparison:
         lines = [f"compare {self.a} -> {self.b}"]
         for v in self.verdicts:
             lines.append(
-                f"{v['change']:8} {v['case']}: {v['a'] or 'absent'} -> {v['b'] or 'absent'}"
+                f"{v['change']:8} {v['case']}: {_state(v['a'], v['a_outcome'])} -> "
+                f"{_state(v['b'], v['b_outcome'])}"
             )
         for f in self.figures:
             ci = lambda c: f" [{c[0]:.4g}, {c[1]:.4g}]" if c else ""  # noqa: E731
@@ -106,20 +117,25 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _verdict_change(a: str | None, b: str | None) -> str:
+def _change(a: str | None, b: str | None) -> str:
+    """From outcome a to outcome b (None: no result)."""
     if a is None:
         return "worse" if RANK[b] > 0 else "new"
     if b is None:
         return "worse"
+    if b == "fixed" and a != "fixed":
+        return "better"
     return "worse" if RANK[b] > RANK[a] else "better" if RANK[b] < RANK[a] else "changed"
+
+
+def _state(verdict: str | None, outcome: str | None) -> str:
+    return f"{verdict} ({outcome})" if verdict else "absent"
 
 
 def _figure_change(fig: str, a: float, b: float, a_ci, b_ci) -> str:
     if a == b:
         return "same"
     bad = (b > a) == HIGHER_IS_WORSE.get(fig, True)
-    if fig == "problems":
-        return "worse" if bad else "better"
     if not (a_ci and b_ci):
         return "changed"
     apart = a_ci[1] < b_ci[0] or b_ci[1] < a_ci[0]
@@ -128,21 +144,26 @@ def _figure_change(fig: str, a: float, b: float, a_ci, b_ci) -> str:
 
 def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") -> Comparison:
     out = Comparison(a, b)
-    va = {r["case_id"]: r["verdict"] for r in a_rows}
-    vb = {r["case_id"]: r["verdict"] for r in b_rows}
-    for case in sorted(set(va) | set(vb)):
-        if va.get(case) != vb.get(case):
+    ra = {r["case_id"]: r for r in a_rows}
+    rb = {r["case_id"]: r for r in b_rows}
+    for case in sorted(set(ra) | set(rb)):
+        a_row, b_row = ra.get(case), rb.get(case)
+        va, vb = (r["verdict"] if r else None for r in (a_row, b_row))
+        oa, ob = (outcomes.outcome(r) if r else None for r in (a_row, b_row))
+        if (va, oa) != (vb, ob):
             out.verdicts.append(
                 {
                     "case": case,
-                    "a": va.get(case),
-                    "b": vb.get(case),
-                    "change": _verdict_change(va.get(case), vb.get(case)),
+                    "a": va,
+                    "b": vb,
+                    "a_outcome": oa,
+                    "b_outcome": ob,
+                    "change": _change(oa, ob),
                 }
             )
     fa, fb = history.key_figures(a_rows), history.key_figures(b_rows)
     ia, ib = intervals(a_rows), intervals(b_rows)
-    for key in sorted(set(fa) & set(fb)):
+    for key in sorted(k for k in set(fa) & set(fb) if k.split("|")[1] != "problems"):
         fig = key.split("|")[1]
         change = _figure_change(fig, fa[key], fb[key], ia.get(key), ib.get(key))
         if change != "same":
