@@ -143,3 +143,20 @@ def test_off_a_terminal_an_install_adds_nothing_to_stderr(fake_matrix, fake_cach
     proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
     assert proc.returncode == 0 and proc.stderr == ""
 
+
+def test_verbose_streams_pytest_output_instead_of_a_log(fake_matrix, fake_cache, tmp_path, run_cli):
+    out = tmp_path / "o"
+    proc = run_cli(
+        "run",
+        "--matrix",
+        fake_matrix,
+        "--module",
+        "fake/liar",
+        "--out",
+        out,
+        "-v",
+        cache=fake_cache,
+    )
+    assert proc.returncode == 1
+    assert "AssertionError" in proc.stdout and "tracebacks included" not in proc.stdout
+    assert not (out / "logs" / "pytest-correctness.log").exists()
