@@ -99,7 +99,14 @@ class Follower:
         self.seen: dict[Path, int] = {p: p.stat().st_mtime_ns for p in self._files()}
 
     def _files(self) -> list[Path]:
-        return list((self.out / "results").glob("*.json"))
+        """Result files, oldest first (so that plain lines come in the order cases ended)."""
+        stamped = []
+        for p in (self.out / "results").glob("*.json"):
+            try:
+                stamped.append((p.stat().st_mtime_ns, p))
+            except OSError:
+                continue
+        return [p for _, p in sorted(stamped)]
 
     def poll(self, state: State) -> list[dict]:
         new = []
