@@ -95,3 +95,18 @@ def test_outcomes_judge_not_verdicts():
     assert [v["change"] for v in fixed.verdicts] == ["better"] and fixed.exit_code == 0
     gone = compare.compare([_row("pass", "pass")], [])
     assert [v["change"] for v in gone.verdicts] == ["worse"]
+
+
+def test_two_commits_of_a_history(tmp_path, run_cli):
+    from mlagate import report
+
+    from .test_report import write_results
+
+    hist = tmp_path / "history"
+    for commit, verdict in (("c1", "pass"), ("c2", "fail")):
+        src = write_results(tmp_path / commit, [dict(_row(verdict, "pass"), schema="mlagate.result/1")])
+        report.build([src], tmp_path / f"html-{commit}", history=hist, commit=commit)
+    proc = run_cli("compare", "c1", "c2", "--history", hist)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "pass (as expected) -> fail (regression)" in proc.stdout
+    assert run_cli("compare", "c2", "c1", "--history", hist).returncode == 0
