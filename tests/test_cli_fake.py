@@ -30,7 +30,8 @@ def test_run_records_pass_fail_invalid_and_argued(fake_matrix, fake_cache, tmp_p
     assert rows["fake/split|tiny"]["verdict"] == "fail" and "no single path (split" in rows["fake/split|tiny"]["reason"]
     assert {rows[f"fake/{m}|tiny"]["verdict"] for m in ("fixed", "offbyone", "skewed")} == {"pass"}
     assert "4 passed, 2 failed, 1 invalid, 1 argued-not-measured" in proc.stdout
-    assert f"replay probes::fake/liar::fake-stock::tiny::float32::cpu: mlagate run --suite probes --module fake/liar --arm fake-stock --profile quick --matrix {fake_matrix}" in proc.stdout
+    assert "replay probes::fake/liar::fake-stock::tiny::float32::cpu: mlagate run --suite probes --module fake/liar --arm fake-stock --profile quick --out reports/replay/probes__fake_liar__fake-stock__tiny__float32__cpu-" in proc.stdout
+    assert f" --matrix {fake_matrix}\n" in proc.stdout
 
 
 def test_only_invalid_cases_left_exits_3(fake_matrix, fake_cache, tmp_path, run_cli):

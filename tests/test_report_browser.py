@@ -29,7 +29,7 @@ def _find(env: str, name: str) -> str | None:
 CHROMIUM = _find("MLAGATE_CHROMIUM", "chromium")
 DRIVER = _find("MLAGATE_CHROMEDRIVER", "chromedriver")
 # the page's verdict colours (the .v-* rules of report.CSS) and plot line colours (plots.PALETTE)
-PASS, FAIL, INVALID = (46, 157, 74), (208, 49, 45), (232, 163, 23)
+PASS, FAIL, INVALID = (26, 110, 60), (179, 38, 30), (240, 194, 75)
 BLUE, RED = (31, 119, 180), (214, 39, 40)
 
 
@@ -151,8 +151,85 @@ def test_markup_in_a_module_name_is_text_in_the_dom(browser, tmp_path):
     assert logs == [], logs
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
-    assert browser.execute_script("return document.scripts.length") == 0
+    assert browser.execute_script("return [...document.scripts].map(s => s.id)") == ["copy-script"]
     assert browser.execute_script("return document.querySelectorAll('#verdict-matrix b').length") == 0
     cells = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix tbody th")
     assert {c.text for c in cells} == {MARKUP}
     assert MARKUP in browser.find_element(By.CSS_SELECTOR, "#problems .reason").text
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG 2 contrast ratio of two CSS rgb() colours."""
+    def lum(c):
+        ch = [v / 255 for v in _rgb(c)]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_contrast_ratio_can_fail():
+    assert contrast("rgb(255, 255, 255)", "rgb(0, 0, 0)") == 21
+    assert contrast("rgb(255, 255, 255)", "rgb(240, 194, 75)") < 4.5  # white on the invalid yellow would be unreadable
+
+
+def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    outcome = report.build(REFERENCE, tmp_path / "html", commit="reference")
+    replays = {report.case_anchor(r["case_id"]): r["replay"] for r in outcome.merged["results"]}
+    for width in (1400, 800):
+        browser.set_window_size(width, 1600)
+        assert open_page(browser, tmp_path / "html/index.html") == []
+        inner = browser.execute_script("return window.innerWidth")
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= inner, f"the page overflows at {width} px"
+        boxes = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix .matrix-box")
+        assert {b.get_attribute("data-kind") for b in boxes} == {"correctness", "performance"}
+        for box in boxes:
+            right = browser.execute_script("return arguments[0].getBoundingClientRect().right", box)
+            assert right <= inner, f"a matrix box leaves the page at {width} px"
+            if width == 1400:
+                fits = browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", box)
+                assert fits, f"the {box.get_attribute('data-kind')} matrix does not fit its box at 1400 px"
+        browser.execute_script("window.scrollTo(0, 0)")
+        (shots_dir(tmp_path) / f"report-{width}.png").write_bytes(browser.get_screenshot_as_png())
+    rows = browser.find_elements(By.CSS_SELECTOR, "#problems tr.problem")
+    assert rows
+    for row in rows:
+        assert row.find_element(By.CSS_SELECTOR, "code.replay").text == replays[row.get_attribute("id")]
+        assert row.find_element(By.CSS_SELECTOR, "button.copy").get_attribute("data-copy") == replays[row.get_attribute("id")]
+    symbols = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
+    chips = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix a.chip")
+    assert chips and all(c.text == symbols[c.get_attribute("data-verdict")] for c in chips)
+    for badge in browser.find_elements(By.CSS_SELECTOR, "#cases span.chip"):
+        v = badge.get_attribute("data-verdict")
+        assert badge.text == f"{symbols[v]} {report.VERDICT_WORD[v]}"
+    legend = browser.find_element(By.ID, "legend").text
+    assert all(f"{symbols[v]} {w}" in legend for v, w in (("pass", "pass"), ("fail", "fail"), ("invalid", "invalid")))
+    for v in symbols:
+        chip = browser.find_element(By.CSS_SELECTOR, f"#cases span.chip.v-{v}")
+        fg, bg = (chip.value_of_css_property(p) for p in ("color", "background-color"))
+        assert contrast(fg, bg) >= 4.5, f"{v}: {fg} on {bg}"
+
+
+def test_a_correctness_only_report_has_no_empty_plot_boxes(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    rows = [r for src in REFERENCE for r in report.load_source(src) if r["suite"] not in report.PERFORMANCE_SUITES]
+    report.build([write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness")
+    assert open_page(browser, tmp_path / "html/index.html") == []
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
+    assert figures and {f.get_attribute("data-plot") for f in figures} == {"equivalence"}, "only the plots with data"
+    assert not browser.find_elements(By.CSS_SELECTOR, ".no-data, #plots-marginal, #plots-throughput")
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix .matrix-box")
+    assert {b.get_attribute("data-kind") for b in boxes} == {"correctness"}
+
+    probes = [r for r in rows if r["suite"] == "probes"]
+    report.build([write_results(tmp_path / "probes", probes)], tmp_path / "html2", commit="probes")
+    assert open_page(browser, tmp_path / "html2/index.html") == []
+    assert browser.find_elements(By.CSS_SELECTOR, "figure.plot") == []
+    assert browser.find_element(By.ID, "no-plots").is_displayed()

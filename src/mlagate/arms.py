@@ -180,11 +180,20 @@ def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
 
 
 def materialise_all(matrix: Matrix, only: list[str] | None = None, root: Path | None = None) -> dict[str, ArmInstall]:
-    return {
-        a.id: materialise(a, matrix.runtimes[a.runtime], root)
-        for a in matrix.arms.values()
-        if only is None or a.id in only
-    }
+    arms = [a for a in matrix.arms.values() if only is None or a.id in only]
+    cached = Path(root) if root else cache_root()
+    todo = [a.id for a in arms if not (cached / "arms" / arm_key(a) / "arm.json").is_file()]
+    out = {}
+    for a in arms:
+        if a.id not in todo or not sys.stderr.isatty():  # the notes are for a person waiting at a terminal
+            out[a.id] = materialise(a, matrix.runtimes[a.runtime], root)
+            continue
+        print(f"mlagate: installing arm {a.id} ({todo.index(a.id) + 1} of {len(todo)}): {a.source.describe()}", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        out[a.id] = inst = materialise(a, matrix.runtimes[a.runtime], root)
+        size = sum(p.stat().st_size for p in inst.dir.rglob("*") if p.is_file()) / 1e6
+        print(f"mlagate: installed arm {a.id} {inst.version} ({size:.0f} MB) in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    return out
 
 
 def export(installs: dict[str, ArmInstall], out: Path) -> Path:

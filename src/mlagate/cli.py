@@ -8,14 +8,18 @@ import os
 import sys
 from pathlib import Path
 
+from mlagate import __version__, clihelp, compare, execute, findings, headbase, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, headbase, health, merge, report, results, scanner, shard
 from mlagate.gate import backends
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # a typo is an error, never another option
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         self.exit(2, f"mlagate: error: {message}\n")
 
@@ -49,7 +53,9 @@ def _workers(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="mlagate", description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.")
+    ap.add_argument("--version", action="version", version=f"mlagate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    clihelp.described(sub)
 
     p = sub.add_parser("plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module")
     _common(p)
@@ -72,26 +78,34 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", type=Path, help="files or folders to scan")
     p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
     p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
+    p.add_argument("--root", type=Path, default=None, help="paths in findings are relative to this folder, where SARIF and annotations resolve (default: the git repository's root, else the current folder)")
 
     p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
     _common(p)
     _selection(p)
-    p.add_argument("--out", type=Path, default=Path("reports/latest"), help="output directory (default: reports/latest)")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest); held by this run, a second run on it is refused")
     p.add_argument("-n", "--workers", type=_workers, default=1, help="pytest-xdist workers for correctness suites, or auto (one per CPU); performance suites always run serially")
     p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
     p.add_argument("--cpu", default="auto", help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), none, or a number")
     p.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
-    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
+    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards and the time estimate (default: the bundled costs.json)")
     p.add_argument("--head", type=Path, default=None, metavar="PATH",
                    help="a runtime checkout: its working tree is the arm head, compared with its "
                    "merge base (mlagate.headbase)")
     p.add_argument("--base", default=None, metavar="REF",
                    help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or main)")
+    runcli.options(p)
 
     p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
     p.add_argument("--out", type=Path, required=True, help="merged output directory (results/, logs/, merge.json)")
     p.add_argument("--plan", type=Path, default=None, help="the plan written by mlagate plan --manifest: the cases expected")
+
+    p = sub.add_parser("compare", help="what changed from run A to run B: verdicts, key figures with intervals; exit 1 when anything got worse")
+    p.add_argument("a", help="the earlier run: an output folder, results/ folder, .tgz or merged.json (with --history: a commit)")
+    p.add_argument("b", help="the later run, as A")
+    p.add_argument("--history", type=Path, default=None, help="A and B are commits of this history directory")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("costs", help="derive the shard cost table from results on disk")
     p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
@@ -116,9 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
+    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError) as exc:
+        print(f"mlagate: error: {exc}", file=sys.stderr)
+        return 2
     except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
+    except runcli.Refused as exc:
+        print(f"mlagate: refused: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
         return 2
@@ -190,7 +210,7 @@ def _scan(args) -> int:
         if not p.exists():
             raise execute.UsageError(f"scan: {p}: no such file or directory")
     registered = {(m.import_path, m.attention_for(a.id)) for m in matrix.modules.values() if m.runtime in runtimes for a in matrix.arms_for(m)}
-    report = scanner.scan(paths, matrix.allowlist, registered)
+    report = scanner.scan(paths, matrix.allowlist, registered, runcli.scan_root(args.root))
     print(findings.FORMATS[args.format](report))
     return report.exit_code
 
@@ -226,6 +246,10 @@ def _dispatch(args) -> int:
         return _report(args)
     if args.command == "scan":
         return _scan(args)
+    if args.command == "compare":
+        text, code = compare.run(args.a, args.b, args.history, args.format)
+        print(text)
+        return code
     if args.command == "merge":
         outcome = merge.merge(args.dirs, args.out, args.plan)
         print(outcome.text())
@@ -270,6 +294,7 @@ def _dispatch(args) -> int:
 
     if args.command == "run" and (args.head is not None or args.base is not None):
         _head(args)
+    target = runcli.resume_target(args) if args.command == "run" else None
     matrix, backend, runner = _context(args)
     selection = Selection(_suites(matrix, args), tuple(args.module), tuple(args.arm))
     if args.command == "plan":
@@ -282,14 +307,17 @@ def _dispatch(args) -> int:
             print(f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} evidence")
             for c in outcome.cases:
                 print(f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} {c.dtype:9} {c.evidence}")
-            print(f"{len(outcome.cases)} cases, {len(matrix.modules)} modules, {len(matrix.arms)} arms")
+            print(runcli.plan_footer(outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None))
         for gap in outcome.gaps:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
-    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs, cpu=args.cpu)
+    preflight.check()
+    runcli.performance_health(args, matrix, selection, backend)
+    outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa or bool(target and target.aa),
+                          shard_spec=spec, costs=costs, cpu=args.cpu, verbose=args.verbose, only=target.ids if target else None)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
         if row["verdict"] in ("fail", "invalid"):
@@ -299,4 +327,5 @@ def _dispatch(args) -> int:
                 where = {k: v for k, v in rep[0].items() if k not in ("arm", "module", "replay", "rounds")}
                 print(f"  first failing script ({len(rep)} in all): " + " ".join(f"{k}={v}" for k, v in where.items()))
     print(f"results: {args.out / 'results'}")
+    runcli.print_logs(outcome)
     return outcome.exit_code

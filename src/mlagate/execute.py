@@ -5,14 +5,13 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import results, shard
+from mlagate import live, machine, outdir, results, resume, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -121,6 +120,7 @@ class RunOutcome:
     summary: results.Summary
     out: Path
     pytest_codes: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -145,8 +145,11 @@ def run(
     matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, out: Path,
     workers: int = 1, cache: Path | None = None, pytest_args: list[str] | None = None, aa: bool = False,
     shard_spec: tuple[int, int] | None = None, costs: shard.Costs | None = None, cpu: str = "auto",
+    verbose: bool = False, only: list[str] | None = None,
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
+
+    The run holds OUT (mlagate.outdir) from start to end: a second run on OUT is refused.
 
     Correctness suites run under xdist with `workers` processes; performance suites always
     run serially, after them. With shard_spec (I, N) only the cases of shard I of N run
@@ -157,10 +160,19 @@ def run(
         pinned_cpu(cpu, under_xdist=False)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    with outdir.hold(out):
+        return _run_held(matrix, selection, profile, backend, runner, out, workers, cache, pytest_args, aa,
+                         shard_spec, costs, cpu, verbose, only)
+
+
+def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, pytest_args, aa,
+              shard_spec, costs, cpu, verbose, only) -> RunOutcome:
+    """mlagate run while it holds OUT; with `only` (a resume), earlier results of OUT stay."""
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
     refuse_gaps(matrix, outcome.gaps)
     cases = outcome.cases
-    set_aside(out)
+    if only is None:
+        set_aside(out)
     case_file = None
     if shard_spec is not None:
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
@@ -168,7 +180,13 @@ def run(
         out.mkdir(parents=True, exist_ok=True)
         case_file = out / "shard-cases.json"
         case_file.write_text(json.dumps([c.id for c in cases]))
-    shard.write_manifest(out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner)
+    if only is not None:
+        cases = resume.pick(cases, only, matrix)
+        case_file = resume.write_cases(out, cases)
+    else:
+        shard.write_manifest(out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner)
+    machine.record(out, "start")
+    follow = live.start(out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose)
     with_cases = {c.suite for c in cases}
     suites = [s for s in (selection.suites or tuple(matrix.suites)) if s in with_cases]
     codes = {}
@@ -198,10 +216,13 @@ def run(
             args += ["-p", "mlagate.plugin"]
         args += pytest_args or []
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-        code = subprocess.call(args, env={**env, "PYTHONUNBUFFERED": "1"})
+        code = follow.child(args + ["-p", "mlagate.events"], {**env, "PYTHONUNBUFFERED": "1"}, kind)
         codes[kind] = code
         if code not in (0, 1, 5):
-            raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see its output above)")
-    wanted = {c.id for c in cases}
+            follow.end()
+            raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see {follow.where(kind)})")
+    follow.end()
+    machine.record(out, "end")
+    wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
     rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
-    return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes)
+    return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mlagate import __version__
+from mlagate import __version__, scanfix
 from mlagate.scanner import FAILING, RULES, ScanReport
 
 LEVEL = {"MLA001": "error", "MLA002": "error", "MLA003": "error", "MLA004": "error", "MLA005": "warning", "MLA006": "warning"}
@@ -15,8 +15,12 @@ def text(report: ScanReport) -> str:
     for f in report.findings:
         note = f"  (allowlisted: {f.allowed})" if f.allowed else ""
         lines.append(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}{note}")
+        if f.suggestion and not f.allowed:
+            lines.append(f"    fix: {f.suggestion}")
     failing = sum(f.failing for f in report.findings)
     allowed = sum(bool(f.allowed) for f in report.findings)
+    if any(f.rule == "MLA001" and not f.allowed for f in report.findings):
+        lines.append(f"the cache-aware decision: {scanfix.FORMULA}")
     lines.append(f"{report.files} files, {len(report.modules)} MLA modules, {len(report.guards)} single-query guards; {failing} findings, {allowed} allowlisted")
     return "\n".join(lines)
 
@@ -27,7 +31,8 @@ def as_json(report: ScanReport) -> str:
 
 def sarif(report: ScanReport) -> str:
     rules = [
-        {"id": rid, "name": rid, "shortDescription": {"text": desc}, "defaultConfiguration": {"level": LEVEL[rid]}}
+        {"id": rid, "name": rid, "shortDescription": {"text": desc}, "defaultConfiguration": {"level": LEVEL[rid]},
+         **({"help": {"text": f"The cache-aware decision: {scanfix.FORMULA}."}} if rid == "MLA001" else {})}
         for rid, desc in RULES.items()
     ]
     results = []
@@ -35,9 +40,12 @@ def sarif(report: ScanReport) -> str:
         result = {
             "ruleId": f.rule,
             "level": LEVEL[f.rule] if f.rule in FAILING or f.rule not in LEVEL else LEVEL[f.rule],
-            "message": {"text": f.message},
+            "message": {"text": f.message + (f". Suggested change: {f.suggestion}" if f.suggestion else "")},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": {"startLine": f.line, "startColumn": f.column}}}],
         }
+        fix = scanfix.sarif_fix(f)
+        if fix:
+            result["fixes"] = [fix]
         if f.allowed:
             result["suppressions"] = [{"kind": "external", "justification": f.allowed}]
         results.append(result)
@@ -59,7 +67,7 @@ def github(report: ScanReport) -> str:
     lines = []
     for f in report.findings:
         kind = "error" if f.failing else ("notice" if f.allowed else "warning")
-        message = f.message + (f" (allowlisted: {f.allowed})" if f.allowed else "")
+        message = f.message + (f" (allowlisted: {f.allowed})" if f.allowed else "") + (f"\nSuggested change: {f.suggestion}" if f.suggestion else "")
         lines.append(f"::{kind} file={prop(f.path)},line={f.line},col={f.column},title={f.rule}::{esc(message)}")
     return "\n".join(lines)
 

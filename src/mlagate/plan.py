@@ -48,7 +48,9 @@ class Case:
         return f"{slug[:150]}-{hashlib.sha1(self.id.encode()).hexdigest()[:8]}"
 
     def replay(self, profile: str | None = None) -> str:
-        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"] + (["--aa"] if self.aa else [])
+        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"]
+        parts.append(f"--out reports/replay/{self.file_stem}")  # its own folder: never the run it came from
+        parts += ["--aa"] if self.aa else []
         return " ".join(parts)
 
     def to_json(self) -> dict:

@@ -23,14 +23,25 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from mlagate import junit, plots, results, summary
+from mlagate import junit, machine, plots, results, summary
 from mlagate.gate import outcomes
 from mlagate.plots import Marker, Series
 
 MERGED_SCHEMA = "mlagate.merged/1"
+PERFORMANCE_SUITES = ("marginal_cost", "crossover", "l1_parity", "speculative")  # the bundled matrix's (a test checks)
 SUITE_ORDER = ("probes", "threshold", "dispatch", "l1_unchanged", "equivalence", "pools", "marginal_cost", "crossover", "l1_parity", "speculative")
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 EVIDENCE_MARK = {"synthetic": "S", "checkpoint": "C", "argued": "A"}
+# a verdict is told by its symbol and its word as well as its colour
+VERDICT_SYMBOL = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
+VERDICT_WORD = {"pass": "pass", "fail": "fail", "invalid": "invalid", "argued": "argued-not-measured"}
+
+
+def badge(verdict: str) -> str:
+    """A verdict as symbol + word on its colour."""
+    return f'<span class="chip v-{esc(verdict)}" data-verdict="{esc(verdict)}">{VERDICT_SYMBOL.get(verdict, "")} {esc(VERDICT_WORD.get(verdict, verdict))}</span>'
+
+
 # per-arm fingerprint keys: everything else is the environment of the run
 ARM_KEYS = ("arm", "arm_dir", "arm_version", "arm_key")
 
@@ -53,7 +64,7 @@ def _check(data, where: str) -> dict:
     return data
 
 
-NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json")  # what run, merge and report write beside results
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json")  # what run, merge and report write beside results
 
 
 def load_source(path: Path) -> list[dict]:
@@ -349,11 +360,14 @@ h1{font-size:22px;margin:18px 0 4px} h2{font-size:18px;margin:28px 0 8px;border-
 h3{font-size:15px;margin:16px 0 6px} .meta{color:#555;font-size:13px} code{background:#f3f3f3;padding:1px 4px;border-radius:3px;font-size:12px;overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:12px} th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f5f5f5}
 .counts span{display:inline-block;margin-right:10px;padding:3px 8px;border-radius:4px;color:#fff;font-weight:bold;font-size:13px}
-.v-pass{background:#2e9d4a}.v-fail{background:#d0312d}.v-invalid{background:#e8a317}.v-argued{background:#9aa0a6}
+.v-pass{background:#1a6e3c}.v-fail{background:#b3261e}.v-invalid{background:#f0c24b;color:#1f1f1f!important}.v-argued{background:#e4e6e8;color:#1f1f1f!important}
 .gaps{border:2px solid #d0312d;padding:.2em .8em;margin:.5em 0}
 .chip{display:inline-block;min-width:16px;height:16px;line-height:16px;margin:1px;padding:0 2px;border-radius:3px;color:#fff;font-size:10px;font-weight:bold;text-align:center;text-decoration:none}
-.chip.v-invalid{background:repeating-linear-gradient(45deg,#e8a317,#e8a317 4px,#c98a0a 4px,#c98a0a 8px)}
-.chip.v-argued{border:1px dashed #555;color:#222;background:#e4e6e8}
+.chip.v-argued{border:1px dashed #555} .chip.ev-checkpoint{outline:2px solid #1f1f1f;outline-offset:1px}
+.matrix-box{max-width:100%;overflow-x:auto;border:1px solid #e2e2e2;margin:4px 0 10px} .matrix-box table{margin:0} .matrix-box caption{text-align:left;font-weight:bold;padding:4px 6px}
+.replay-box{display:flex;gap:6px;align-items:flex-start} code.replay{line-height:1.6;padding:2px 5px;white-space:pre-wrap;font-family:ui-monospace,Menlo,Consolas,monospace}
+button.copy{font-size:11px;padding:1px 6px;cursor:pointer}
+table#problems,table#cases,table#fingerprint{display:block;max-width:100%;overflow-x:auto} figure.plot svg{max-width:100%;height:auto}
 td.cell{min-width:40px} td.empty{background:#fafafa}
 .plots{display:flex;flex-wrap:wrap;gap:10px} figure.plot{margin:0;border:1px solid #e2e2e2;padding:4px;background:#fff} figcaption{font-size:11px;color:#555;max-width:540px}
 tr.problem.fail td{background:#fdf3f3} tr.problem.invalid td{background:#fdf9ef} tr:target td{outline:2px solid #1f77b4}
@@ -377,46 +391,83 @@ def _suites(rows: list[dict]) -> list[str]:
     return [s for s in SUITE_ORDER if s in present] + sorted(present - set(SUITE_ORDER))
 
 
-def verdict_matrix(rows: list[dict]) -> str:
-    """One table per backend and runner. Rows: module x arm; columns: suites; one chip per
-    case (colour: verdict, letter: evidence), linking to the case's details."""
+def _kinds(rows: list[dict]) -> list[tuple[str, list[str]]]:
+    """The suites present, grouped by kind (a row's kind: performance suites by name)."""
     suites = _suites(rows)
-    by_env: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        by_env.setdefault((str(r.get("backend", "")), str(r.get("runner", ""))), []).append(r)
+    perf = [s for s in suites if s in PERFORMANCE_SUITES]
+    return [(k, ss) for k, ss in (("correctness", [s for s in suites if s not in perf]), ("performance", perf)) if ss]
+
+
+def verdict_matrix(rows: list[dict]) -> str:
+    """Per backend and runner, one table per suite kind, each in a box that scrolls on its own.
+    Rows: module x arm; columns: suites; one chip per case (colour and symbol: verdict; a dark
+    ring: checkpoint evidence), linking to the case's details."""
     out = ['<div id="verdict-matrix">']
-    for (backend, runner), env_rows in sorted(by_env.items()):
+    for (backend, runner), env_rows in sorted(_by_env(rows).items()):
         devices = sorted({str((r.get("fingerprint") or {}).get("device")) for r in env_rows if (r.get("fingerprint") or {}).get("device")})
         out.append(f'<h3>backend {esc(backend)} · runner {esc(runner)}{" · " + esc(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
-        cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
-        for r in env_rows:
-            cells.setdefault((r["module"], r["arm"] + (" (A/A)" if r.get("aa") else "")), {}).setdefault(r["suite"], []).append(r)
-        out.append('<table class="matrix"><thead><tr><th>module</th><th>arm</th>' + "".join(f"<th>{esc(s)}</th>" for s in suites) + "</tr></thead><tbody>")
-        for (module, arm), by_suite in sorted(cells.items()):
-            out.append(f"<tr><th>{esc(module)}</th><td>{esc(arm)}</td>")
-            for s in suites:
-                rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], results.geometry_label(r), r.get("dtype", "")))
-                if not rs:
-                    out.append('<td class="cell empty"></td>')
-                    continue
-                chips = []
-                for r in rs:
-                    mark = EVIDENCE_MARK.get(r.get("evidence"), "?")
-                    tip = f"{r['verdict']} · {r.get('evidence')} · {results.geometry_label(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
-                    chips.append(f'<a class="chip v-{esc(r["verdict"])}" href="#{esc(case_anchor(r["case_id"]))}" title="{esc(tip[:300])}" data-verdict="{esc(r["verdict"])}">{mark}</a>')
-                out.append(f'<td class="cell">{"".join(chips)}</td>')
-            out.append("</tr>")
-        out.append("</tbody></table>")
+        for kind, suites in _kinds(env_rows):
+            out.append(f'<div class="matrix-box" data-kind="{kind}"><table class="matrix"><caption>{kind} suites</caption>')
+            out.append(_matrix_table(env_rows, suites))
+            out.append("</table></div>")
     out.append("</div>")
     return "".join(out)
 
 
+def _by_env(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    by_env: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_env.setdefault((str(r.get("backend", "")), str(r.get("runner", ""))), []).append(r)
+    return by_env
+
+
+def _chip(r: dict) -> str:
+    ring = " ev-checkpoint" if r.get("evidence") == "checkpoint" else ""
+    tip = f"{VERDICT_WORD.get(r['verdict'], r['verdict'])} · {r.get('evidence')} evidence · {results.geometry_label(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
+    return (f'<a class="chip v-{esc(r["verdict"])}{ring}" href="#{esc(case_anchor(r["case_id"]))}" title="{esc(tip[:300])}" '
+            f'aria-label="{esc(VERDICT_WORD.get(r["verdict"], r["verdict"]))}" data-verdict="{esc(r["verdict"])}">{VERDICT_SYMBOL.get(r["verdict"], "")}</a>')
+
+
+def _matrix_table(env_rows: list[dict], suites: list[str]) -> str:
+    cells: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    for r in env_rows:
+        if r["suite"] in suites:
+            cells.setdefault((r["module"], r["arm"] + (" (A/A)" if r.get("aa") else "")), {}).setdefault(r["suite"], []).append(r)
+    out = ["<thead><tr><th>module</th><th>arm</th>" + "".join(f"<th>{esc(s)}</th>" for s in suites) + "</tr></thead><tbody>"]
+    for (module, arm), by_suite in sorted(cells.items()):
+        out.append(f"<tr><th>{esc(module)}</th><td>{esc(arm)}</td>")
+        for s in suites:
+            rs = sorted(by_suite.get(s, []), key=lambda r: (VERDICT_ORDER[r["verdict"]], results.geometry_label(r), r.get("dtype", "")))
+            out.append(f'<td class="cell">{"".join(_chip(r) for r in rs)}</td>' if rs else '<td class="cell empty"></td>')
+        out.append("</tr>")
+    out.append("</tbody>")
+    return "".join(out)
+
+
 LEGEND = (
-    '<div class="legend">verdict: <span class="chip v-pass">S</span> pass · <span class="chip v-fail">S</span> fail · '
-    '<span class="chip v-invalid">S</span> invalid (measured something other than the claim, or could not measure; never a pass or a fail) · '
-    '<span class="chip v-argued">A</span> argued-not-measured. Letter: evidence, S synthetic (real geometry, random weights), '
-    "C checkpoint (real weights), A argued (formula only, nothing run). One chip per case (geometry x dtype x backend); hover for details.</div>"
+    '<div class="legend" id="legend">verdict (symbol, word and colour): '
+    '<span class="chip v-pass">\u2713</span> pass · <span class="chip v-fail">\u2717</span> fail · '
+    '<span class="chip v-invalid">?</span> invalid (measured something other than the claim, or could not measure; never a pass or a fail) · '
+    '<span class="chip v-argued">\u2234</span> argued-not-measured (formula only, nothing run). '
+    '<span class="chip v-pass ev-checkpoint">\u2713</span> a dark ring: measured on a real checkpoint (else synthetic: real geometry, random weights). '
+    "One chip per case (geometry x dtype x backend); hover for details, click for the case.</div>"
 )
+
+
+def machines_table(machines: list[dict]) -> str:
+    """The machine of each run folder: CPU, cores, memory, and the load at the run's start and end."""
+    if not machines:
+        return ""
+    out = ['<table id="machines"><thead><tr><th>run</th><th>CPU</th><th>cores</th><th>memory (GiB)</th>'
+           "<th>load at start (1 / 5 / 15 min)</th><th>load at end</th></tr></thead><tbody>"]
+    def load(m: dict, when: str) -> str:
+        return " / ".join(esc((m.get(when) or {}).get(k)) for k in ("load_1m", "load_5m", "load_15m"))
+
+    for m in machines:
+        out.append(f"<tr><td>{esc(m.get('source'))}</td><td>{esc(m.get('cpu_model'))}</td><td>{esc(m.get('cores'))}</td>"
+                   f"<td>{esc(m.get('memory_gib'))}</td><td>{load(m, 'start')}</td><td>{load(m, 'end')}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
 
 
 def environments(rows: list[dict]) -> str:
@@ -450,6 +501,19 @@ def environments(rows: list[dict]) -> str:
     return "".join(out)
 
 
+def replay_box(command: str) -> str:
+    """The replay command verbatim (escaped, never reformatted) with a copy button."""
+    return (f'<div class="replay-box"><code class="replay">{esc(command)}</code>'
+            f'<button type="button" class="copy" data-copy="{esc(command)}" title="copy the command">copy</button></div>')
+
+
+COPY_SCRIPT = (
+    '<script id="copy-script">document.addEventListener("click",function(e){var b=e.target.closest("button.copy");'
+    'if(!b)return;var t=b.getAttribute("data-copy");var done=function(){b.textContent="copied"};'
+    'if(navigator.clipboard){navigator.clipboard.writeText(t).then(done,function(){})}});</script>'
+)
+
+
 def problems(rows: list[dict]) -> str:
     bad = sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=lambda r: (VERDICT_ORDER[r["verdict"]], r["suite"], r["module"], r["arm"], r["case_id"]))
     if not bad:
@@ -457,9 +521,9 @@ def problems(rows: list[dict]) -> str:
     out = ['<table id="problems"><thead><tr><th>verdict</th><th>suite</th><th>module</th><th>arm</th><th>geometry</th><th>dtype · backend</th><th>reason</th><th>replay</th></tr></thead><tbody>']
     for r in bad:
         stderr = f"<details><summary>worker output</summary><pre>{esc(r['stderr'][-4000:])}</pre></details>" if r.get("stderr") else ""
-        out.append(f'<tr class="problem {esc(r["verdict"])}" id="{esc(case_anchor(r["case_id"]))}"><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"])}</span></td>'
+        out.append(f'<tr class="problem {esc(r["verdict"])}" id="{esc(case_anchor(r["case_id"]))}"><td>{badge(r["verdict"])}</td>'
                    f'<td>{esc(r["suite"])}</td><td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(results.geometry_label(r))}</td><td>{esc(r.get("dtype"))} · {esc(r.get("backend"))}</td>'
-                   f'<td class="reason">{esc(r.get("reason", ""))}{stderr}</td><td><code class="replay">{esc(r.get("replay", ""))}</code></td></tr>')
+                   f'<td class="reason">{esc(r.get("reason", ""))}{stderr}</td><td>{replay_box(r.get("replay", ""))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -469,7 +533,7 @@ def case_table(rows: list[dict]) -> str:
     listed = {r["case_id"] for r in rows if r["verdict"] in ("fail", "invalid")}
     for r in sorted(rows, key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"])):
         anchor = "" if r["case_id"] in listed else f' id="{esc(case_anchor(r["case_id"]))}"'
-        out.append(f'<tr{anchor}><td><span class="chip v-{esc(r["verdict"])}">{esc(r["verdict"][0].upper())}</span></td><td>{esc(r.get("evidence"))}</td><td>{esc(r["suite"])}</td>'
+        out.append(f'<tr{anchor}><td>{badge(r["verdict"])}</td><td>{esc(r.get("evidence"))}</td><td>{esc(r["suite"])}</td>'
                    f'<td>{esc(r["module"])}</td><td>{esc(r["arm"])}</td><td>{esc(results.geometry_label(r))}</td><td>{esc(r.get("dtype"))}</td><td>{esc(r.get("backend"))}</td>'
                    f'<td>{esc(r.get("duration_s"))}</td><td>{esc(r.get("reason", ""))}</td></tr>')
     out.append("</tbody></table>")
@@ -495,7 +559,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     controls = outcomes.controls_line(rows)
     if controls:
         out.append(f'<p class="meta" id="controls">{esc(controls)}</p>')
-    out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{c.get(v, 0)} {"argued-not-measured" if v == "argued" else v}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
+    out.append('<p class="counts">' + "".join(f'<span class="v-{v}">{VERDICT_SYMBOL[v]} {c.get(v, 0)} {VERDICT_WORD[v]}</span>' for v in ("pass", "fail", "invalid", "argued")) + "</p>")
     gaps = merged.get("gaps") or {}
     if any(gaps.values()):
         listed = [f"missing {x}" for x in gaps.get("missing", [])] + [f"missing shard {x}" for x in gaps.get("missing_shards", [])] + [f"unplanned {x}" for x in gaps.get("unplanned", [])]
@@ -510,22 +574,26 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     out.append(f'<h2 id="s-problems">Failing and invalid cases ({c.get("fail", 0) + c.get("invalid", 0)})</h2>')
     out.append(problems(rows))
     out.append('<h2 id="s-plots">Plots</h2>')
+    plot_list = [p for p in plot_list if not p.slug.endswith("-no-data")]
+    if not plot_list:
+        out.append('<p class="meta" id="no-plots">No result in this report holds timings or error histograms, so there is nothing to plot.</p>')
     for kind, heading, _, blurb in PLOT_SECTIONS:
         ps = [p for p in plot_list if p.kind == kind]
-        out.append(f'<h3>{esc(heading)}</h3><p class="meta">{esc(blurb)}</p><div class="plots" id="plots-{kind}">')
         if not ps:
-            ps = [Plot(kind, f"{kind}-no-data", heading, plots.no_data(heading, f"no data: no {kind} results in this report"))]
+            continue  # no empty plot boxes
+        out.append(f'<h3>{esc(heading)}</h3><p class="meta">{esc(blurb)}</p><div class="plots" id="plots-{kind}">')
         for p in ps:
             out.append(f'<figure class="plot" data-plot="{esc(p.kind)}" id="plot-{esc(p.slug)}">{p.svg}'
                        + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
         out.append("</div>")
     out.append('<h2 id="s-env">Environment</h2>')
+    out.append(machines_table(merged.get("machines") or []))
     out.append(environments(rows))
     out.append('<h2 id="s-cases">All cases</h2>')
     out.append(case_table(rows))
     out.append('<p class="meta">Rendered by mlagate from result JSON only (merged.json beside this page). Machine-readable: '
                '<a href="merged.json">merged.json</a> · <a href="junit.xml">junit.xml</a> · <a href="summary.md">summary.md</a></p>')
-    out.append("</body></html>")
+    out.append(COPY_SCRIPT + "</body></html>")
     return "".join(out)
 
 
@@ -543,7 +611,7 @@ class Outcome:
 def write_commit(merged: dict, out: Path, history_link: str | None = None) -> list[Plot]:
     """Write the commit page, its plots, merged.json, junit.xml and summary.md into out."""
     out.mkdir(parents=True, exist_ok=True)
-    plot_list = all_plots(merged["results"])
+    plot_list = [p for p in all_plots(merged["results"]) if not p.slug.endswith("-no-data")]
     (out / "plots").mkdir(exist_ok=True)
     for p in plot_list:
         (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")
@@ -597,6 +665,9 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     merged = merge(loaded, commit, when)
     if any(gaps.values()):
         merged["gaps"] = gaps
+    machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
+    if machines:
+        merged["machines"] = machines
     link = None
     if history is not None:
         link = os.path.relpath(Path(history) / "index.html", Path(out))

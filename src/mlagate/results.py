@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +135,13 @@ def geometry_label(r: dict) -> str:
     return r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
 
 
+def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
+    """head, then text wrapped at word boundaries to the terminal's width (never cut), continued under its first column."""
+    width = width or max(40, shutil.get_terminal_size((160, 24)).columns - len(head) - 1)
+    parts = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+    return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
+
+
 def table(summary: Summary) -> str:
     lines = [f"{'outcome':12} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
     order = {o: i for i, o in enumerate(("regression", "lost control", "fixed", "invalid", "as expected"))}
@@ -140,7 +149,8 @@ def table(summary: Summary) -> str:
     key = lambda r: (order[outcomes.outcome(r)], verdict_order[r["verdict"]], r["suite"], r["module"], r["arm"])  # noqa: E731
     for r in sorted(summary.rows, key=key):
         geo = geometry_label(r)
-        lines.append(f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} {r['reason'][:120]}")
+        head = f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} "
+        lines += wrapped(head, r["reason"])
     for cid in summary.missing:
         lines.append(f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it finished)")
     controls = outcomes.controls_line(summary.rows)

@@ -22,7 +22,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlagate import probes
+from mlagate import probes, scanfix
 
 SINGLE, MULTI = "single", "multi"
 ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}
@@ -234,6 +234,8 @@ class Finding:
     guard: str = ""
     gates: str = ""
     allowed: str = ""  # the allowlist reason, when one matched
+    test_span: tuple[int, int, int, int] | None = None  # the guard's test: line, column, end line, end column (1-based)
+    suggestion: str = ""  # the change that fixes it, in words and code
 
     @property
     def failing(self) -> bool:
@@ -324,7 +326,8 @@ def _guard(node, test, body, orelse, scope, text, module, display, report) -> No
         return
     what = gates(body if kind == SINGLE else orelse)
     guard = " ".join((ast.get_source_segment(text, test) or "?").split())
-    finding = Finding("", display, node.lineno, node.col_offset + 1, "", module, guard, what)
+    finding = Finding("", display, node.lineno, node.col_offset + 1, "", module, guard, what,
+                      test_span=(test.lineno, test.col_offset + 1, test.end_lineno or test.lineno, (test.end_col_offset or 0) + 1))
     report.guards.append(finding)
     if what == "absorbed":
         finding.rule = "MLA001"
@@ -350,18 +353,22 @@ def _scan_decisions(cls: ast.ClassDef, text: str, module: str, display: str, rep
         ))
 
 
-def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | None = None) -> ScanReport:
+def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | None = None, root: Path | None = None) -> ScanReport:
     """Scan files and folders; allowlist entries (module, guard, reason) silence matching guards.
 
     A module matches an allowlist entry or a registered (import path, class) pair when its
-    dotted path ends with the entry's (so a vendored copy matches too).
+    dotted path ends with the entry's (so a vendored copy matches too). With root, a finding's
+    path is relative to root (where annotations and SARIF resolve) when the file lies under it.
     """
     roots = [Path(p) for p in paths]
+    anchor = Path(root).resolve() if root is not None else None
     report = ScanReport([str(r) for r in roots])
     for path, root in _files(roots):
         report.files += 1
         base = next((r for r in roots if r == path or r in path.parents), path.parent)
         display = str(path.relative_to(base if base.is_dir() else base.parent))
+        if anchor is not None and anchor in path.resolve().parents:
+            display = path.resolve().relative_to(anchor).as_posix()
         scan_file(path, root, display, report)
     used = set()
     for finding in report.findings + [g for g in report.guards if g not in report.findings]:
@@ -378,6 +385,8 @@ def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | Non
             if not any(_suffix(module, m) and cls == c for m, c in registered):
                 report.findings.append(Finding("MLA004", module, 1, 1, f"{module}:{cls} is an MLA module the matrix does not register", module))
     report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
+    for f in report.findings:
+        f.suggestion = scanfix.suggestion(f)
     return report
 
 

@@ -18,6 +18,13 @@ def _md(s, limit: int = 300) -> str:
     return escape(s, quote=False).replace("|", "\\|").replace("`", "'")
 
 
+def _code(s) -> str:
+    """A command verbatim: a code span (no emphasis inside, so underscores stay), pipes escaped
+    for the table; < > & escaped too, so a planted name stays inert text."""
+    s = " ".join(("" if s is None else str(s)).split())
+    return "`" + escape(s, quote=False).replace("`", "'").replace("|", "\\|") + "`"
+
+
 def render(merged: dict, max_problems: int = 50) -> str:
     rows = merged["results"]
     c = merged["counts"]
@@ -48,7 +55,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
             geo = results.geometry_label(r)
             where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
             out.append(f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
-                       f"{_md(r.get('reason'))} | <code>{_md(r.get('replay'))}</code> |")
+                       f"{_md(r.get('reason'))} | {_code(r.get('replay'))} |")
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
     return "\n".join(out) + "\n"

@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mlagate import device, probes, rollback, tracing
+from mlagate import device, machine, probes, rollback, tracing
 from mlagate.speculation import SpeculationOps
 
 PROTOCOL = 1
@@ -382,6 +382,7 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "cpus": cpus(),
             "arm_dir": self.arm_dir,
+            **machine.fixed(),
         }
 
 

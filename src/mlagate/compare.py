@@ -1,0 +1,187 @@
+"""mlagate compare A B: what changed between two runs (or two commits of a history).
+
+Verdict and gate-outcome changes per case (mlagate.gate.outcomes), and the key figures of
+mlagate.history with their 95 % intervals where the suite records one. Worse (exit 1): a case
+whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
+a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
+bad way with the two intervals apart. A figure without intervals is shown, never judged; a
+verdict that changed with its outcome (a stock control failing, then failing otherwise) is
+listed as changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlagate import history, report
+from mlagate.gate import outcomes
+
+RANK = {
+    "fixed": 0,
+    "as expected": 0,
+    "invalid": 1,
+    "missing": 2,
+    "regression": 3,
+    "lost control": 3,
+}
+HIGHER_IS_WORSE = {
+    "marginal_ms": True,
+    "crossover_slowdown": True,
+    "equivalence_p99": True,
+    "l1_change": True,
+    "spec_speedup": False,
+}
+
+
+def load(spec: str, history_dir: Path | None = None) -> list[dict]:
+    """Result rows of a run folder, results/ folder, .tgz or merged.json; with a history,
+    of a commit."""
+    if history_dir is not None:
+        path = Path(history_dir) / spec / "merged.json"
+        if not path.is_file():
+            raise report.ReportError(f"--history {history_dir}: no commit {spec!r} (no {path})")
+        return report.load_merged(path)["results"]
+    return report.load_source(Path(spec))
+
+
+def intervals(rows: list[dict]) -> dict[str, tuple[float, float]]:
+    """The 95 % interval of each key figure that has one, keyed as history.key_figures keys it."""
+    out = {}
+    for r in rows:
+        m = r.get("metrics") or {}
+        geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
+        key = f"{r['module']}|{{}}|{r['arm']}|{geo}|{r.get('backend', '')}"
+        try:
+            if r["suite"] == "marginal_cost" and isinstance(m.get("marginal"), dict):
+                per_t = m["marginal"]["L=2"]["per_T"]
+                lo, hi = per_t[max(per_t, key=float)]["ci_s"]
+                out[key.format("marginal_ms")] = (lo * 1e3, hi * 1e3)
+            elif r["suite"] == "crossover" and isinstance(m.get("crossover"), dict):
+                lo, hi = m["crossover"]["ci"]
+                out[key.format("crossover_slowdown")] = (lo * 100, hi * 100)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    verdicts: list[dict] = field(default_factory=list)  # case, a, b, change (worse/better/changed)
+    figures: list[dict] = field(default_factory=list)  # key, a, b, delta, a_ci, b_ci, change
+
+    @property
+    def worse(self) -> int:
+        return sum(v["change"] == "worse" for v in self.verdicts) + sum(
+            f["change"] == "worse" for f in self.figures
+        )
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.worse else 0
+
+    def to_json(self) -> dict:
+        return {
+            "schema": "mlagate.compare/1",
+            "a": self.a,
+            "b": self.b,
+            "worse": self.worse,
+            "verdicts": self.verdicts,
+            "figures": self.figures,
+        }
+
+    def text(self) -> str:
+        lines = [f"compare {self.a} -> {self.b}"]
+        for v in self.verdicts:
+            lines.append(
+                f"{v['change']:8} {v['case']}: {_state(v['a'], v['a_outcome'])} -> "
+                f"{_state(v['b'], v['b_outcome'])}"
+            )
+        for f in self.figures:
+            ci = lambda c: f" [{c[0]:.4g}, {c[1]:.4g}]" if c else ""  # noqa: E731
+            lines.append(
+                f"{f['change']:8} {f['key']}: {f['a']:.4g}{ci(f['a_ci'])} -> "
+                f"{f['b']:.4g}{ci(f['b_ci'])} ({f['delta']:+.4g})"
+            )
+        changes = self.verdicts + self.figures
+        better = sum(x["change"] == "better" for x in changes)
+        other = len(changes) - self.worse - better
+        lines.append(
+            f"{self.worse} worse, {better} better, {other} changed without a judgement"
+            if changes
+            else "no change"
+        )
+        return "\n".join(lines)
+
+
+def _change(a: str | None, b: str | None) -> str:
+    """From outcome a to outcome b (None: no result)."""
+    if a is None:
+        return "worse" if RANK[b] > 0 else "new"
+    if b is None:
+        return "worse"
+    if b == "fixed" and a != "fixed":
+        return "better"
+    return "worse" if RANK[b] > RANK[a] else "better" if RANK[b] < RANK[a] else "changed"
+
+
+def _state(verdict: str | None, outcome: str | None) -> str:
+    return f"{verdict} ({outcome})" if verdict else "absent"
+
+
+def _figure_change(fig: str, a: float, b: float, a_ci, b_ci) -> str:
+    if a == b:
+        return "same"
+    bad = (b > a) == HIGHER_IS_WORSE.get(fig, True)
+    if not (a_ci and b_ci):
+        return "changed"
+    apart = a_ci[1] < b_ci[0] or b_ci[1] < a_ci[0]
+    return ("worse" if bad else "better") if apart else "within noise"
+
+
+def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") -> Comparison:
+    out = Comparison(a, b)
+    ra = {r["case_id"]: r for r in a_rows}
+    rb = {r["case_id"]: r for r in b_rows}
+    for case in sorted(set(ra) | set(rb)):
+        a_row, b_row = ra.get(case), rb.get(case)
+        va, vb = (r["verdict"] if r else None for r in (a_row, b_row))
+        oa, ob = (outcomes.outcome(r) if r else None for r in (a_row, b_row))
+        if (va, oa) != (vb, ob):
+            out.verdicts.append(
+                {
+                    "case": case,
+                    "a": va,
+                    "b": vb,
+                    "a_outcome": oa,
+                    "b_outcome": ob,
+                    "change": _change(oa, ob),
+                }
+            )
+    fa, fb = history.key_figures(a_rows), history.key_figures(b_rows)
+    ia, ib = intervals(a_rows), intervals(b_rows)
+    for key in sorted(k for k in set(fa) & set(fb) if k.split("|")[1] != "problems"):
+        fig = key.split("|")[1]
+        change = _figure_change(fig, fa[key], fb[key], ia.get(key), ib.get(key))
+        if change != "same":
+            out.figures.append(
+                {
+                    "key": key,
+                    "a": fa[key],
+                    "b": fb[key],
+                    "delta": fb[key] - fa[key],
+                    "a_ci": ia.get(key),
+                    "b_ci": ib.get(key),
+                    "change": change,
+                }
+            )
+    return out
+
+
+def run(a: str, b: str, history_dir: Path | None = None, fmt: str = "text") -> tuple[str, int]:
+    result = compare(load(a, history_dir), load(b, history_dir), a, b)
+    text = json.dumps(result.to_json(), indent=1) if fmt == "json" else result.text()
+    return text, result.exit_code

@@ -1,0 +1,85 @@
+"""mlagate run --resume OUT: re-run the cases of an earlier run that are missing or invalid
+(with --failed: those that failed), keeping every other result of OUT."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlagate import results, shard
+from mlagate.matrix import Matrix
+from mlagate.plan import Case
+
+CASES_FILE = "resume-cases.json"
+
+
+class ResumeError(ValueError):
+    """OUT holds no run that can be resumed; one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resume re-runs: the earlier run's manifest and the chosen case ids."""
+
+    manifest: dict
+    ids: list[str]
+
+    @property
+    def aa(self) -> bool:
+        return any(i.endswith("::aa") for i in self.manifest["cases"])
+
+
+def manifest(out: Path) -> dict:
+    path = Path(out) / shard.MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResumeError(
+            f"{path}: no run to resume here ({exc.__class__.__name__}: {exc})"
+        ) from None
+    if not isinstance(data, dict) or data.get("schema") != shard.MANIFEST_SCHEMA:
+        raise ResumeError(f"{path}: schema is not {shard.MANIFEST_SCHEMA}")
+    for key in ("cases", "profile", "backend", "runner"):
+        if key not in data:
+            raise ResumeError(f"{path}: no {key!r}")
+    if not isinstance(data["cases"], list) or not all(isinstance(c, str) for c in data["cases"]):
+        raise ResumeError(f"{path}: cases: expected a list of case ids")
+    return data
+
+
+def planned(out: Path) -> list[str]:
+    return list(manifest(out)["cases"])
+
+
+def target(out: Path, failed: bool = False) -> Target:
+    """The cases to re-run: missing or invalid ones, or (failed) the failing ones."""
+    data = manifest(out)
+    verdicts = {}
+    for path in sorted((Path(out) / "results").glob("*.json")):
+        try:
+            row = results.read(path)
+        except results.ResultError:
+            continue  # unreadable: the case counts as missing and runs again
+        verdicts[row["case_id"]] = row["verdict"]
+    if failed:
+        ids = [c for c in data["cases"] if verdicts.get(c) == "fail"]
+    else:
+        ids = [c for c in data["cases"] if verdicts.get(c) in (None, "invalid")]
+    return Target(data, ids)
+
+
+def pick(cases: list[Case], ids: list[str], matrix: Matrix) -> list[Case]:
+    by_id = {c.id: c for c in cases}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ResumeError(
+            f"case {unknown[0]} of the run is not in {matrix.path} (resume with the run's --matrix)"
+        )
+    return [by_id[i] for i in ids]
+
+
+def write_cases(out: Path, cases: list[Case]) -> Path:
+    path = Path(out) / CASES_FILE
+    path.write_text(json.dumps([c.id for c in cases]), encoding="utf-8")
+    return path

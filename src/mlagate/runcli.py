@@ -1,0 +1,121 @@
+"""mlagate run's own options: --resume, --failed, -v; and what it prints after the table."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from mlagate import execute, health, progress, resume, shard
+
+DEFAULT_OUT = Path("reports/latest")
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="re-run the cases of the run in OUT that are missing or invalid, keeping the rest",
+    )
+    p.add_argument(
+        "--failed", action="store_true", help="with --resume: re-run the failing cases instead"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="stream pytest's output (tracebacks included) instead of the live progress",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 3) to time performance suites on a machine unfit by "
+        "mlagate health --performance",
+    )
+
+
+class Refused(ValueError):
+    """The machine is unfit for timings and --strict was given: exit 3, nothing measured."""
+
+
+def performance_health(args, matrix, selection, backend: str, system=None) -> None:
+    """Before timing anything: the performance health check; warn, or refuse with --strict."""
+    suites = selection.suites or tuple(matrix.suites)
+    if not any(matrix.suites[s].kind == "performance" for s in suites):
+        return
+    fitness = health.check(system or health.System(), performance=True, backend=backend)
+    if fitness.failed and args.strict:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in fitness.failed)
+        raise Refused(
+            f"--strict: this machine fails {len(fitness.failed)} performance health check(s) "
+            f"({why}); nothing was run"
+        )
+    for c in fitness.failed:
+        print(f"mlagate: warning: unfit for timings: {c.name}: {c.detail}", file=sys.stderr)
+
+
+def resume_target(args) -> resume.Target | None:
+    """Check --resume/--failed against the other options; the run's settings come from OUT."""
+    if args.failed and args.resume is None:
+        raise execute.UsageError("--failed: goes with --resume OUT")
+    if args.resume is None:
+        args.out = args.out or DEFAULT_OUT
+        return None
+    for flag, value in (
+        ("--out", args.out),
+        ("--suite", args.suite),
+        ("--module", args.module),
+        ("--arm", args.arm),
+        ("--kind", args.kind),
+        ("--shard", args.shard),
+        ("--profile", args.profile),
+    ):
+        if value:
+            raise execute.UsageError(
+                f"{flag}: does not go with --resume (the run in {args.resume} fixes it)"
+            )
+    target = resume.target(args.resume, args.failed)
+    m = target.manifest
+    if args.backend and args.backend != m["backend"]:
+        raise execute.UsageError(
+            f"--backend {args.backend}: the run in {args.resume} used {m['backend']}"
+        )
+    args.out, args.profile, args.backend = args.resume, m["profile"], m["backend"]
+    args.runner = args.runner or m["runner"]
+    return target
+
+
+def print_logs(outcome) -> None:
+    for kind, log in outcome.logs.items():
+        print(f"pytest output ({kind}, tracebacks included): {log}")
+
+
+def plan_footer(cases, matrix, costs=None) -> str:
+    """The selection's size and its time estimate from the cost table, serially."""
+    costs = costs or shard.load_costs()
+    serial = sum(costs.of(c) for c in cases)
+    argued = sum(c.evidence == "argued" for c in cases)
+    return (
+        f"{len(cases)} cases selected ({argued} argued-not-measured), "
+        f"{len({c.module for c in cases})} modules, {len({c.arm for c in cases})} arms; "
+        f"estimated {progress.clock(serial)} on one worker, from the cost table"
+    )
+
+
+def scan_root(root: Path | None) -> Path:
+    """scan --root: as given (a folder), else the git repository around the current folder,
+    else the current folder."""
+    if root is not None:
+        if not root.is_dir():
+            raise execute.UsageError(f"--root {root}: not a folder")
+        return root
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return Path.cwd()
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else Path.cwd()
