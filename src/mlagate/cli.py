@@ -8,7 +8,24 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import __version__, clihelp, compare, execute, findings, headbase, health, merge, outdir, preflight, report, results, resume, runcli, scanner, shard
+from mlagate import (
+    __version__,
+    clihelp,
+    compare,
+    execute,
+    findings,
+    headbase,
+    health,
+    merge,
+    outdir,
+    preflight,
+    report,
+    results,
+    resume,
+    runcli,
+    scanner,
+    shard,
+)
 from mlagate import arms as arms_mod
 from mlagate.gate import backends
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
