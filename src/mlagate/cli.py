@@ -27,7 +27,7 @@ from mlagate import (
     shard,
 )
 from mlagate import arms as arms_mod
-from mlagate.gate import backends
+from mlagate.gate import backends, outcomes
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 
@@ -325,6 +325,8 @@ def _dispatch(args) -> int:
             for c in outcome.cases:
                 print(f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} {c.dtype:9} {c.evidence}")
             print(runcli.plan_footer(outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None))
+            for c in outcome.skipped:
+                print(f"not planned: {c.id}: {c.expectation}")
         for gap in outcome.gaps:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
@@ -337,7 +339,7 @@ def _dispatch(args) -> int:
                           shard_spec=spec, costs=costs, cpu=args.cpu, verbose=args.verbose, only=target.ids if target else None)
     print(results.table(outcome.summary))
     for row in outcome.summary.rows:
-        if row["verdict"] in ("fail", "invalid"):
+        if outcomes.outcome(row) != "as expected":  # a control failing as it must needs no replay
             print(f"replay {row['case_id']}: {row['replay']}")
             rep = (row.get("metrics") or {}).get("reproducers")
             if rep:

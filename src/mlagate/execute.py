@@ -60,6 +60,7 @@ def _classes(inst: ArmInstall, import_path: str) -> set[str]:
 class PlanOutcome:
     cases: list[Case]
     gaps: list[Coverage]
+    skipped: list[Case] = field(default_factory=list)  # cases a known finding leaves out (expectation skip)
 
     @property
     def exit_code(self) -> int:
@@ -69,10 +70,11 @@ class PlanOutcome:
 def plan(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, cache: Path | None = None, aa: bool = False) -> PlanOutcome:
     installs = installs_for(matrix, selection, cache)
     try:
-        cases = expand(matrix, selection, profile, backend, runner, installs, aa)
+        every = expand(matrix, selection, profile, backend, runner, installs, aa, keep_skipped=True)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
-    return PlanOutcome(cases, coverage(matrix, installs))
+    cases = [c for c in every if c.expected != "skip"]
+    return PlanOutcome(cases, coverage(matrix, installs), [c for c in every if c.expected == "skip"])
 
 
 def _plugin_installed() -> bool:
