@@ -142,3 +142,11 @@ def test_aa_cases_of_a_baseline_suite_have_ids_of_their_own():
     assert ("l1_parity", "mlx-lm-0.32.2", "deepseek-v3") in aa and ("l1_parity", "mlx-lm-0.32.2", "deepseek-v3") not in normal, "A/A pairs every arm with itself"
     timing = ("marginal_cost", "mlx-lm-0.32.2-patched", "deepseek-v3")
     assert not aa[timing].aa and aa[timing].id == normal[timing].id, "a suite without a baseline is the same case in A/A mode"
+
+
+@pytest.mark.parametrize("path", [SHIPPED, *sorted((ROOT / "tests" / "fixtures").glob("*.yaml"))], ids=lambda p: p.name)
+def test_the_validated_matrix_travels_as_json_unchanged(path):
+    import json
+
+    m = matrix.load(path)
+    assert matrix.from_json(json.loads(json.dumps(matrix.to_json(m)))) == m
