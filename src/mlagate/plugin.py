@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mlagate import arms as arms_mod
-from mlagate import crossover, results
+from mlagate import crossover, results, runplan
 from mlagate.gate import backends
 from mlagate.harness import Invalid, policy
 from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
@@ -41,6 +41,7 @@ def pytest_addoption(parser):
     g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
     g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
     g.addoption("--mlagate-cpu", default="auto", help="pin every worker to this CPU: auto (Linux outside xdist: the highest CPU allowed), none, or a number")
+    g.addoption("--mlagate-plan", default=None, help="OUT/plan.json written by mlagate run: the matrix, cases and arm installs, decided once")
     g.addoption("--mlagate-cases", default=None, help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)")
 
 
@@ -59,6 +60,18 @@ class Context:
 
     def __init__(self, config):
         opt = config.getoption
+        self._installs = None
+        self._pool = None
+        self.planned: dict[str, list[Case]] | None = None
+        self.out = Path(opt("--mlagate-out"))
+        self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
+        try:
+            self.cpu = pinned_cpu(opt("--mlagate-cpu"), under_xdist="PYTEST_XDIST_WORKER" in os.environ)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if opt("--mlagate-plan"):
+            self._from_plan(opt("--mlagate-plan"))
+            return
         path = opt("--mlagate-matrix") or default_matrix()
         try:
             self.matrix: Matrix = load_matrix(path)
@@ -72,13 +85,7 @@ class Context:
             self.runner, self.backend = backends.resolve(self.matrix, opt("--mlagate-runner"), opt("--mlagate-backend"))
         except backends.BackendError as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.out = Path(opt("--mlagate-out"))
-        self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
         self.aa = bool(opt("--mlagate-aa"))
-        try:
-            self.cpu = pinned_cpu(opt("--mlagate-cpu"), under_xdist="PYTEST_XDIST_WORKER" in os.environ)
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
         self.only = None
         if opt("--mlagate-cases"):
             try:
@@ -90,8 +97,20 @@ class Context:
             self.selection.check(self.matrix)
         except PlanError as exc:
             raise pytest.UsageError(str(exc)) from None
-        self._installs = None
-        self._pool = None
+
+    def _from_plan(self, path: str) -> None:
+        """Everything mlagate run decided: no matrix is read, no case expanded, no arm resolved here."""
+        try:
+            plan = runplan.read(Path(path))
+        except runplan.RunPlanError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.matrix, self.profile_name, self.backend, self.runner, self.aa = plan.matrix, plan.profile, plan.backend, plan.runner, plan.aa
+        self.profile = self.matrix.profiles[self.profile_name]
+        self._installs = plan.installs
+        self.planned = {}
+        for case in plan.cases:
+            self.planned.setdefault(case.suite, []).append(case)
+        self.only, self.selection = None, Selection()
 
     @property
     def installs(self):
@@ -111,6 +130,8 @@ class Context:
         return self._pool
 
     def cases(self, suite: str) -> list[Case]:
+        if self.planned is not None:
+            return self.planned.get(suite, [])
         if suite not in self.matrix.suites:
             raise pytest.UsageError(f"suite {suite!r} is not declared in {self.matrix.path} (suites: {', '.join(self.matrix.suites)})")
         sel = Selection((suite,), self.selection.modules, self.selection.arms)
@@ -122,7 +143,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
     config.addinivalue_line("markers", "mla_checkpoints: the suite loads checkpoints itself (every suite runs a held checkpoint through CaseRun.build)")
     config._mlagate = None
-    if config.getoption("--mlagate-matrix"):
+    if config.getoption("--mlagate-matrix") or config.getoption("--mlagate-plan"):
         _context(config)  # an explicit matrix is validated before collection: a bad one is a usage error
 
 

@@ -1,0 +1,70 @@
+"""The run plan: what one `mlagate run` decided before pytest starts, written once to
+OUT/plan.json and read by the pytest process through `--mlagate-plan`, so the matrix is read
+and the cases expanded once per run.
+
+It holds the validated matrix (mlagate.matrix.to_json), the profile, backend and runner, the
+cases (with their expectations) and the resolved arm installs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlagate import matrix as matrix_mod
+from mlagate.arms import ArmInstall
+from mlagate.matrix import Matrix
+from mlagate.plan import Case
+
+SCHEMA = "mlagate.run-plan/1"
+FILE = "plan.json"
+
+
+class RunPlanError(ValueError):
+    """A plan file that cannot be read; one line naming it."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    matrix: Matrix
+    profile: str
+    backend: str
+    runner: str
+    aa: bool
+    cases: tuple[Case, ...]
+    installs: dict[str, ArmInstall]
+
+
+def write(out: Path, plan: RunPlan) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": SCHEMA, "matrix": matrix_mod.to_json(plan.matrix), "profile": plan.profile, "backend": plan.backend,
+        "runner": plan.runner, "aa": plan.aa, "cases": [c.to_json() for c in plan.cases],
+        "installs": {a: {"key": i.key, "dir": str(i.dir), "version": i.version} for a, i in plan.installs.items()},
+    }
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".plan-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, out / FILE)
+    return out / FILE
+
+
+def read(path: Path) -> RunPlan:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        if doc.get("schema") != SCHEMA:
+            raise RunPlanError(f"{path}: schema is {doc.get('schema')!r}, expected {SCHEMA}")
+        m = matrix_mod.from_json(doc["matrix"])
+        cases = tuple(Case(**{k: v for k, v in c.items() if k != "id"}) for c in doc["cases"])
+        installs = {
+            a: ArmInstall(m.arms[a], m.runtimes[m.arms[a].runtime], i["key"], Path(i["dir"]), i["version"])
+            for a, i in doc["installs"].items()
+        }
+        return RunPlan(m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs)
+    except RunPlanError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RunPlanError(f"{path}: not a readable run plan ({type(exc).__name__}: {exc})") from None
