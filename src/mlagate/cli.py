@@ -11,6 +11,7 @@ from pathlib import Path
 from mlagate import arms as arms_mod
 from mlagate import execute, findings, health, merge, report, results, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
+from mlagate.mutate import cli as mutate_cli
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
 
@@ -104,6 +105,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=Path, default=None, help="history directory: add this commit to it and rebuild its index")
     p.add_argument("--commit", default=None, help="commit id (default: $GITHUB_SHA, else the checkout's HEAD, else 'unknown')")
     p.add_argument("--rerender", action="store_true", help="with --history: re-render every commit page from its merged.json")
+
+    mutate_cli.add_parser(sub, _common, _workers)
     return ap
 
 
@@ -201,6 +204,8 @@ def _report(args) -> int:
 
 
 def _dispatch(args) -> int:
+    if args.command == "mutate":
+        return mutate_cli.main(args)
     if args.command == "report":
         return _report(args)
     if args.command == "scan":
