@@ -73,7 +73,9 @@ def build(matrix, opts, mutants, argued: dict, entries: dict, order: list[str], 
     }
 
 
-def write(doc: KillMatrix, out: Path) -> Path:
+def write(doc: KillMatrix, out: Path, partial: bool = False) -> Path:
+    """OUT/kill-matrix.json and its page; partial: written after a round, more rounds to come."""
+    doc["complete"] = not partial
     out.mkdir(parents=True, exist_ok=True)
     path = out / FILE
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")

@@ -118,13 +118,16 @@ def mutate(matrix: Matrix, opts: Options, costs: shard.Costs | None = None) -> k
     order = suite_order(matrix, opts, costs or shard.load_costs())
     derived = write_matrix(matrix, entries, opts.out / "mutants" / "matrix.yaml")
     expected = _Expected(opts.out / "expected.json")
-    rounds = []
+    rounds: list[dict] = []
+    by_key = {(e.mutant.arm, e.mutant.id): e for e in entries}
     for suite in order:
         alive = [e for e in entries if opts.all or not e.killed_by]
         if not alive:
             break
         rounds.append(_round(matrix, derived, suite, alive, installs, expected, opts))
-    doc = killmatrix.build(matrix, opts, mutants, argued, {(e.mutant.arm, e.mutant.id): e for e in entries}, order, rounds, time.time() - started)
+        doc = killmatrix.build(matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started)
+        killmatrix.write(doc, opts.out, partial=True)  # what is measured so far survives an interruption
+    doc = killmatrix.build(matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started)
     killmatrix.write(doc, opts.out)
     return doc
 
