@@ -252,3 +252,23 @@ def test_rerun_reuses_the_parent_verdicts_and_mutant_arms(fake_run, tmp_path):
 
 def test_usage_error_is_the_execute_one():
     assert issubclass(killmatrix.KillMatrixError, execute.UsageError)
+
+
+def test_topk_widen_only_touches_a_single_query_gather_of_the_indexer(tmp_path):
+    site = tmp_path / "site"
+    (site / "rt" / "models").mkdir(parents=True)
+    (site / "rt" / "__init__.py").write_text("")
+    (site / "rt" / "models" / "__init__.py").write_text("")
+    body = (
+        "class A:\n    def __call__(self, x, cache=None):\n        B, L, _ = x.shape\n"
+        "        topk_indices = self.indexer(x)\n"
+        "        if L == 1:\n            idx = topk_indices[:, :, 0]\n"
+        "        if L == 1:\n            other = 3\n"
+        "        if L == 1:\n            q = self.embed_q(x)\n        else:\n            q = self.embed_q(x, transpose=False)\n"
+        "        if L == 1:\n            q = self.unembed_out(q)\n        return q\n")
+    (site / "rt" / "models" / "m.py").write_text(body)
+    mutants = operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"])
+    assert [m.id for m in mutants] == ["topk_widen: L == 1 -> L <= self.indexer.index_topk @ rt/models/m.py::A.__call__"]
+    assert "-        if L == 1:\n+        if L <= self.indexer.index_topk:\n             idx = topk_indices" in mutants[0].patch
+    (site / "rt" / "models" / "m.py").write_text(body.replace("self.indexer(x)", "compute(x)"))
+    assert operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []  # no indexer: nothing to widen

@@ -22,6 +22,7 @@ OPERATORS = {
     "revert_fold": "the query-fold guard reverted to L == 1 (the two guards decide differently)",
     "revert_unfold": "the output-unfold guard reverted to L == 1 (the two guards decide differently)",
     "wrong_axis": "the decision reads the batch axis instead of the query length",
+    "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= top-k (every query given query 0's selection)",
 }
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
 _SWAPS = {"<": ("<=", "=="), "<=": ("<", "=="), ">": (">=", "=="), ">=": (">", "=="), "==": ("<=", ">=")}
@@ -179,9 +180,27 @@ def _module_mutants(b: _Builder, wanted: set[str], module: str, path: Path, text
         op = f"revert_{g.role}"
         if op in wanted and length and not isinstance(g.node.test, ast.Compare):
             b.add(op, module, path, where, text, [_Edit(g.node.test, f"{length} == 1")], g.node.test)
+    if "topk_widen" in wanted:
+        _topk_widen(b, module, path, text, d)
     if "wrong_axis" in wanted and found and all(n.id in d.length_base for n in found):
         edits = [_Edit(n, f"{d.length_base[n.id]}.shape[0]") for n in found]
         b.add("wrong_axis", module, path, where, text, edits, d.decision)
+
+
+def _topk_widen(b: _Builder, module: str, path: Path, text: str, d: sites.Dispatch) -> None:
+    """`if L == 1:` around a gather of topk_indices[..., 0, ...] made `if L <= self.indexer.index_topk:`."""
+    uses_indexer = any(isinstance(n, ast.Attribute) and n.attr == "indexer" for n in ast.walk(d.fn))
+    for stmt in sites.statements(d.fn):
+        test = getattr(stmt, "test", None)
+        if not (isinstance(stmt, ast.If) and uses_indexer and isinstance(test, ast.Compare) and len(test.ops) == 1):
+            continue
+        single = isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Name) and test.left.id in d.lengths
+        if single and _const(test.comparators[0]) == 1 and any("topk" in n for n in sites.identifiers(stmt.body)):
+            b.add("topk_widen", module, path, d.qualname, text, [_Edit(test, f"{test.left.id} <= self.indexer.index_topk")], test)
+
+
+def _const(node) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _drop_cache(b: _Builder, wanted: set[str], module: str, h: sites.Helper, path: Path, text: str, d: sites.Dispatch) -> None:

@@ -186,3 +186,11 @@ def helpers(tree: ast.Module, path: Path, dispatch: Dispatch) -> list[Helper]:
                 length_param = params[i]
         found.append(Helper(where, fn, call, length_param, _optional_param(fn)))
     return found
+
+
+def statements(fn: ast.FunctionDef):
+    return scanner._statements(fn.body)
+
+
+def identifiers(stmts) -> set[str]:
+    return scanner._identifiers(stmts)
