@@ -233,6 +233,9 @@ def test_fake_kill_matrix_page_and_report_section(fake_run, tmp_path, run_cli):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = (tmp_path / "h" / "index.html").read_text()
     assert 'id="s-mutation"' in page and "ONLY INVALID" in page and "argued equivalent" in page.lower()
+    md = killmatrix.markdown(killmatrix.load(out / "kill-matrix.json"))
+    assert "| fake-fragile fake/good | EQUIVALENT" not in md and "| fake-fragile fake/good | ONLY INVALID, SURVIVED x2, dispatch |" in md
+    assert "| boundary | 3 | 3 | 1 | 0 | 1 |" in md and "| dispatch | 3 |" in md
 
 
 @pytest.mark.mutate

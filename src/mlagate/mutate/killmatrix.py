@@ -128,6 +128,20 @@ def text(doc: KillMatrix) -> str:
     return "\n".join(lines)
 
 
+def markdown(doc: KillMatrix) -> str:
+    """The kill matrix and its counts as Markdown tables (docs/mutation.md is made from it)."""
+    ops, body = grid(doc)
+    esc = lambda t: t.replace("|", "\\|")  # noqa: E731
+    lines = ["| arm, module | " + " | ".join(ops) + " |", "|---" * (len(ops) + 1) + "|"]
+    lines += ["| " + esc(key) + " | " + " | ".join(esc(c) or "-" for c in cells) + " |" for key, cells in body]
+    lines += ["", "| operator | " + " | ".join(STATUSES) + " |", "|---" * (len(STATUSES) + 1) + "|"]
+    lines += [f"| {op} | " + " | ".join(str(n.get(s, 0)) for s in STATUSES) + " |" for op, n in doc["by_operator"].items()]
+    lines += ["", "| suite | first kills | round: mutants | cases | seconds |", "|---|---|---|---|---|"]
+    first = doc["first_kills"]
+    lines += [f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | {r['seconds']} |" for r in doc["rounds"]]
+    return "\n".join(lines) + "\n"
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
     autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
