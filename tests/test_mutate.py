@@ -275,3 +275,17 @@ def test_topk_widen_only_touches_a_single_query_gather_of_the_indexer(tmp_path):
     assert "-        if L == 1:\n+        if L <= self.indexer.index_topk:\n             idx = topk_indices" in mutants[0].patch
     (site / "rt" / "models" / "m.py").write_text(body.replace("self.indexer(x)", "compute(x)"))
     assert operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []  # no indexer: nothing to widen
+
+
+def test_derived_matrix_adds_one_arm_per_mutant_without_yaml_aliases(tmp_path):
+    m = matrix.load(FIXTURES / "fake-mutate.yaml")
+    patch = tmp_path / "x.patch"
+    patch.write_text("")
+    mutant = operators.Mutant("id", "boundary", "fake-patched", "fake/good", "f.py", "w", "a", "b", "")
+    path = run.write_matrix(m, [run._Entry(mutant, "fake-patched.mut-0123456789", patch)], tmp_path / "d" / "matrix.yaml")
+    text = path.read_text()
+    assert "&id" not in text and "*id" not in text
+    derived = matrix.load(path)
+    arm = derived.arms["fake-patched.mut-0123456789"]
+    assert arm.patches == (*m.arms["fake-patched"].patches, patch.resolve()) and arm.baseline == "fake-stock" and arm.role == "patched"
+    assert "fake-patched.mut-0123456789" in derived.modules["fake/good"].arms

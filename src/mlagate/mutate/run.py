@@ -160,6 +160,7 @@ def write_matrix(matrix: Matrix, entries: list[_Entry], path: Path) -> Path:
             if e.mutant.arm in (module.get("overrides") or {}):
                 module["overrides"][e.arm_id] = module["overrides"][e.mutant.arm]
     path.parent.mkdir(parents=True, exist_ok=True)
+    raw = json.loads(json.dumps(raw))  # no shared objects, so the YAML holds no anchors or aliases
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path
 
