@@ -257,7 +257,7 @@ def test_usage_error_is_the_execute_one():
     assert issubclass(killmatrix.KillMatrixError, execute.UsageError)
 
 
-def test_topk_widen_only_touches_a_single_query_gather_of_the_indexer(tmp_path):
+def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):
     site = tmp_path / "site"
     (site / "rt" / "models").mkdir(parents=True)
     (site / "rt" / "__init__.py").write_text("")
@@ -271,10 +271,10 @@ def test_topk_widen_only_touches_a_single_query_gather_of_the_indexer(tmp_path):
         "        if L == 1:\n            q = self.unembed_out(q)\n        return q\n")
     (site / "rt" / "models" / "m.py").write_text(body)
     mutants = operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"])
-    assert [m.id for m in mutants] == ["topk_widen: L == 1 -> L <= self.indexer.index_topk @ rt/models/m.py::A.__call__"]
-    assert "-        if L == 1:\n+        if L <= self.indexer.index_topk:\n             idx = topk_indices" in mutants[0].patch
-    (site / "rt" / "models" / "m.py").write_text(body.replace("self.indexer(x)", "compute(x)"))
-    assert operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []  # no indexer: nothing to widen
+    assert [m.id for m in mutants] == ["topk_widen: L == 1 -> L <= topk_indices.shape[-1] @ rt/models/m.py::A.__call__"]
+    assert "-        if L == 1:\n+        if L <= topk_indices.shape[-1]:\n             idx = topk_indices" in mutants[0].patch
+    (site / "rt" / "models" / "m.py").write_text(body.replace("topk_indices", "chosen"))
+    assert operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []  # no top-k selection: nothing to widen
 
 
 def test_derived_matrix_adds_one_arm_per_mutant_without_yaml_aliases(tmp_path):

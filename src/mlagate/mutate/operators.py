@@ -22,7 +22,7 @@ OPERATORS = {
     "revert_fold": "the query-fold guard reverted to L == 1 (the two guards decide differently)",
     "revert_unfold": "the output-unfold guard reverted to L == 1 (the two guards decide differently)",
     "wrong_axis": "the decision reads the batch axis instead of the query length",
-    "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= top-k (every query given query 0's selection)",
+    "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= k (every query given query 0's selection)",
 }
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
 _SWAPS = {"<": ("<=", "=="), "<=": ("<", "=="), ">": (">=", "=="), ">=": (">", "=="), "==": ("<=", ">=")}
@@ -188,15 +188,25 @@ def _module_mutants(b: _Builder, wanted: set[str], module: str, path: Path, text
 
 
 def _topk_widen(b: _Builder, module: str, path: Path, text: str, d: sites.Dispatch) -> None:
-    """`if L == 1:` around a gather of topk_indices[..., 0, ...] made `if L <= self.indexer.index_topk:`."""
-    uses_indexer = any(isinstance(n, ast.Attribute) and n.attr == "indexer" for n in ast.walk(d.fn))
+    """`if L == 1:` around a gather of query 0's selection (`topk_indices[:, :, 0]`) made
+    `if L <= topk_indices.shape[-1]:`, the top-k count of that selection."""
     for stmt in sites.statements(d.fn):
         test = getattr(stmt, "test", None)
-        if not (isinstance(stmt, ast.If) and uses_indexer and isinstance(test, ast.Compare) and len(test.ops) == 1):
+        if not (isinstance(stmt, ast.If) and isinstance(test, ast.Compare) and len(test.ops) == 1):
             continue
         single = isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Name) and test.left.id in d.lengths
-        if single and _const(test.comparators[0]) == 1 and any("topk" in n for n in sites.identifiers(stmt.body)):
-            b.add("topk_widen", module, path, d.qualname, text, [_Edit(test, f"{test.left.id} <= self.indexer.index_topk")], test)
+        selection = _selection(stmt.body)
+        if single and _const(test.comparators[0]) == 1 and selection:
+            b.add("topk_widen", module, path, d.qualname, text, [_Edit(test, f"{test.left.id} <= {selection}.shape[-1]")], test)
+
+
+def _selection(stmts) -> str | None:
+    """The name of a top-k selection subscripted in stmts (`topk_indices[...]`)."""
+    for stmt in stmts:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and "topk" in n.value.id:
+                return n.value.id
+    return None
 
 
 def _const(node) -> object:
