@@ -251,6 +251,17 @@ def test_rerun_reuses_the_parent_verdicts_and_mutant_arms(fake_run, tmp_path):
     assert all(r["parent_cases"] == 0 for r in doc["rounds"])  # the parent's verdicts came from expected.json
     assert json.loads((out / "expected.json").read_text()) == expected
     assert sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir() and not p.name.startswith(".")) == keys
+    earlier = killmatrix.load(next((out / "previous").glob("*/kill-matrix.json")))  # the whole matrix is set aside, not lost
+    assert earlier["counts"]["total"] == 8
+
+
+def test_partial_kill_matrix_says_so():
+    doc = {"schema": killmatrix.SCHEMA, "complete": False, "rounds": [{"suite": "probes"}], "mutants": [], "profile": "quick",
+           "backend": "cpu", "counts": {s: 0 for s in killmatrix.STATUSES} | {"total": 0}, "seconds": 1.0, "suites": ["probes", "dispatch"], "all": False}
+    assert "PARTIAL: rounds run so far: probes" in killmatrix.text(doc)
+    assert "<strong>Partial:</strong> only the rounds probes have run" in killmatrix.section(doc)
+    doc["complete"] = True
+    assert "PARTIAL" not in killmatrix.text(doc) and "Partial" not in killmatrix.section(doc)
 
 
 def test_usage_error_is_the_execute_one():

@@ -83,6 +83,19 @@ def write(doc: KillMatrix, out: Path, partial: bool = False) -> Path:
     return path
 
 
+def set_aside(out: Path) -> Path | None:
+    """Move an earlier run's kill matrix to OUT/previous/<time>/ (a replay into the same OUT
+    must not overwrite the whole matrix); nothing is deleted."""
+    if not (out / FILE).is_file():
+        return None
+    target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (FILE, "kill-matrix.html"):
+        if (out / name).is_file():
+            (out / name).rename(target / name)
+    return target
+
+
 def load(path: Path) -> KillMatrix:
     path = Path(path)
     try:
@@ -120,6 +133,8 @@ def text(doc: KillMatrix) -> str:
     for key, cells in body:
         lines.append(f"{key:{width}}  " + "  ".join(c or "-" for c in cells))
     c = doc["counts"]
+    if not doc.get("complete", True):
+        lines.append(f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not killed yet is not survived")
     lines.append(f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, {c['only invalid']} only invalid, "
                  f"{c['no control']} without a control, {c['equivalent']} argued equivalent; {doc['seconds']} s")
     for m in doc["mutants"]:

@@ -113,6 +113,7 @@ def mutate(matrix: Matrix, opts: Options, costs: shard.Costs | None = None) -> k
     check(matrix, opts)
     installs = execute.installs_for(matrix, Selection(arms=tuple(_parents(matrix, opts))), opts.cache)
     mutants = generate(matrix, opts, installs)
+    killmatrix.set_aside(opts.out)
     argued = {(m.arm, m.id): r for m in mutants if (r := equivalent_reason(matrix, m)) is not None}
     entries = [_prepare(m, installs[m.arm], opts) for m in mutants if (m.arm, m.id) not in argued]
     order = suite_order(matrix, opts, costs or shard.load_costs())
