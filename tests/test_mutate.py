@@ -23,7 +23,9 @@ def _patched_site(tmp_path, patch="fake-fix.patch") -> Path:
 
 
 def _generate(site):
-    return operators.generate("fake-patched", site, "fake/good", "fakemla.models.good", "GoodAttention")
+    return operators.generate(
+        "fake-patched", site, "fake/good", "fakemla.models.good", "GoodAttention"
+    )
 
 
 def test_operators_find_the_dispatch_by_ast(tmp_path):
@@ -32,9 +34,14 @@ def test_operators_find_the_dispatch_by_ast(tmp_path):
     assert ops == {"boundary", "off_by_one", "revert_fold", "revert_unfold", "wrong_axis"}
     ids = {m.id for m in mutants}
     assert "revert_fold: absorbed -> L == 1 @ fakemla/models/good.py::GoodAttention.__call__" in ids
-    assert "wrong_axis: L == 1 or use_absorbed(L, self.r, self.n, self.v, lat.shape[-2]) -> x.shape[0] == 1 or use_absorbed(x.shape[0], self.r, self.n, self.v, lat.shape[-2]) @ fakemla/models/good.py::GoodAttention.__call__" in ids
+    assert (
+        "wrong_axis: L == 1 or use_absorbed(L, self.r, self.n, self.v, lat.shape[-2]) -> x.shape[0] == 1 or use_absorbed(x.shape[0], self.r, self.n, self.v, lat.shape[-2]) @ fakemla/models/good.py::GoodAttention.__call__"
+        in ids
+    )
     helper = [m for m in mutants if m.file == "fakemla/models/base.py"]
-    assert {m.operator for m in helper} == {"boundary", "off_by_one"} and all(m.where == "use_absorbed" for m in helper)
+    assert {m.operator for m in helper} == {"boundary", "off_by_one"} and all(
+        m.where == "use_absorbed" for m in helper
+    )
     # the fake's use_absorbed has no cache-free form: no drop_cache mutant is made
     assert "drop_cache" not in ops
 
@@ -43,7 +50,9 @@ def test_unpatched_module_has_no_decision_to_revert(tmp_path):
     site = tmp_path / "site"
     shutil.copytree(TREE, site)
     mutants = _generate(site)
-    assert not any(m.operator.startswith("revert_") for m in mutants)  # its guards already read L == 1
+    assert not any(
+        m.operator.startswith("revert_") for m in mutants
+    )  # its guards already read L == 1
     assert {m.operator for m in mutants} == {"boundary", "wrong_axis"}
 
 
@@ -66,7 +75,10 @@ def test_every_mutant_patch_applies_and_changes_one_thing(tmp_path):
         changed = (copy / m.file).read_text()
         assert changed != (site / m.file).read_text()
         compile(changed, m.file, "exec")
-        assert sum(1 for ln in m.patch.splitlines() if ln.startswith("-") and not ln.startswith("---")) == 1
+        assert (
+            sum(1 for ln in m.patch.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+            == 1
+        )
 
 
 def test_drop_cache_replaces_the_cache_length_with_none(tmp_path):
@@ -75,13 +87,17 @@ def test_drop_cache_replaces_the_cache_length_with_none(tmp_path):
     (site / "rt" / "__init__.py").write_text("")
     (site / "rt" / "models" / "__init__.py").write_text("")
     (site / "rt" / "models" / "mla.py").write_text(
-        "def max_absorbed_queries(r, n, v, cache_len=None):\n    return 1 if cache_len is None else 2\n")
+        "def max_absorbed_queries(r, n, v, cache_len=None):\n    return 1 if cache_len is None else 2\n"
+    )
     (site / "rt" / "models" / "m.py").write_text(
         "from .mla import max_absorbed_queries\n\n\nclass A:\n    def __call__(self, x, cache=None):\n        B, L, _ = x.shape\n"
         "        absorbed = L == 1 or L <= max_absorbed_queries(*self.dims, latent(x))\n"
         "        if absorbed:\n            q = self.embed_q(x)\n        else:\n            q = self.embed_q(x, transpose=False)\n"
-        "        if absorbed:\n            q = self.unembed_out(q)\n        return q\n")
-    mutants = operators.generate("a", site, "rt/m", "rt.models.m", "A", ["drop_cache", "wrong_axis"])
+        "        if absorbed:\n            q = self.unembed_out(q)\n        return q\n"
+    )
+    mutants = operators.generate(
+        "a", site, "rt/m", "rt.models.m", "A", ["drop_cache", "wrong_axis"]
+    )
     assert [m.id for m in mutants] == [
         "wrong_axis: L == 1 or L <= max_absorbed_queries(*self.dims, latent(x)) -> x.shape[0] == 1 or x.shape[0] <= max_absorbed_queries(*self.dims, latent(x)) @ rt/models/m.py::A.__call__",
         "drop_cache: max_absorbed_queries(*self.dims, latent(x)) -> max_absorbed_queries(*self.dims, None) @ rt/models/m.py::A.__call__",
@@ -102,13 +118,25 @@ def _matrix_with(tmp_path, block: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("block, key", [
-    ("mutants:\n  equivalent:\n    - {arm: nope, mutant: x, reason: y}\n", "mutants.equivalent[0].arm"),
-    ("mutants:\n  equivalent:\n    - {arm: fake-patched, mutant: x}\n", "mutants.equivalent[0]"),
-    ("mutants:\n  equivalent:\n    - {arm: fake-patched, mutant: x, reason: '  '}\n", "mutants.equivalent[0].reason"),
-    ("mutants:\n  survivors: []\n", "mutants"),
-    ("mutants:\n  equivalent: {arm: fake-patched}\n", "mutants.equivalent"),
-])
+@pytest.mark.parametrize(
+    "block, key",
+    [
+        (
+            "mutants:\n  equivalent:\n    - {arm: nope, mutant: x, reason: y}\n",
+            "mutants.equivalent[0].arm",
+        ),
+        (
+            "mutants:\n  equivalent:\n    - {arm: fake-patched, mutant: x}\n",
+            "mutants.equivalent[0]",
+        ),
+        (
+            "mutants:\n  equivalent:\n    - {arm: fake-patched, mutant: x, reason: '  '}\n",
+            "mutants.equivalent[0].reason",
+        ),
+        ("mutants:\n  survivors: []\n", "mutants"),
+        ("mutants:\n  equivalent: {arm: fake-patched}\n", "mutants.equivalent"),
+    ],
+)
 def test_bad_mutants_section_names_the_key(tmp_path, block, key):
     with pytest.raises(matrix.MatrixError) as err:
         matrix.load(_matrix_with(tmp_path, block))
@@ -119,9 +147,15 @@ def test_equivalent_entries_match_by_arm_and_glob(tmp_path):
     m = matrix.load(FIXTURES / "fake-mutate.yaml")
     site = _patched_site(tmp_path)
     eq = [x for x in _generate(site) if run.equivalent_reason(m, x)]
-    assert [x.id for x in eq] == ["boundary: L == 1 -> L <= 1 @ fakemla/models/good.py::GoodAttention.__call__"]
-    other = operators.generate("fake-fragile", site, "fake/good", "fakemla.models.good", "GoodAttention")
-    assert not [x for x in other if run.equivalent_reason(m, x)]  # the entry names fake-patched only
+    assert [x.id for x in eq] == [
+        "boundary: L == 1 -> L <= 1 @ fakemla/models/good.py::GoodAttention.__call__"
+    ]
+    other = operators.generate(
+        "fake-fragile", site, "fake/good", "fakemla.models.good", "GoodAttention"
+    )
+    assert not [
+        x for x in other if run.equivalent_reason(m, x)
+    ]  # the entry names fake-patched only
 
 
 def test_kill_matrix_loader_rejects_other_documents(tmp_path):
@@ -145,10 +179,18 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, run_cli):
         (("--suite", "nope"), "nope"),
         (("--operator", "nope"), "invalid choice"),
     ):
-        proc = run_cli("mutate", "--matrix", m, "--out", tmp_path / "o", *args, cache=tmp_path / "c")
+        proc = run_cli(
+            "mutate", "--matrix", m, "--out", tmp_path / "o", *args, cache=tmp_path / "c"
+        )
         assert proc.returncode == 2, proc.stdout + proc.stderr
-        assert text in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    proc = run_cli("report", tmp_path, "--mutation", tmp_path / "none.json", "--out", tmp_path / "h")
+        assert (
+            text in proc.stderr
+            and "Traceback" not in proc.stderr
+            and len(proc.stderr.strip().splitlines()) == 1
+        )
+    proc = run_cli(
+        "report", tmp_path, "--mutation", tmp_path / "none.json", "--out", tmp_path / "h"
+    )
     assert proc.returncode == 2 and "none.json" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -163,7 +205,11 @@ def test_classify_counts_only_cases_that_pass_on_the_parent():
     exp.put("k", "s::m::p::b", "fail")  # fails on the parent: a failure here kills nothing
     exp.put("k", "s::m::p::c", "pass")
     e = run._Entry(None, "x", Path("p"))
-    rows = {"s::m::x::a": {"verdict": "pass"}, "s::m::x::b": {"verdict": "fail"}, "s::m::x::c": {"verdict": "invalid"}}
+    rows = {
+        "s::m::x::a": {"verdict": "pass"},
+        "s::m::x::b": {"verdict": "fail"},
+        "s::m::x::c": {"verdict": "invalid"},
+    }
     run._classify(e, "s", parents, mine, rows, exp, {"p": Inst()})
     assert (e.killed_by, e.invalid_in, e.controls) == ([], ["s"], 2)
     assert killmatrix._status(e) == "only invalid"
@@ -180,7 +226,18 @@ def fake_run(tmp_path_factory):
     """One mutate run over the fake matrix (boundary operator, both patched arms, two suites)."""
     base = tmp_path_factory.mktemp("mutate")
     out, cache = base / "out", base / "cache"
-    proc = execute_cli("mutate", "--matrix", FIXTURES / "fake-mutate.yaml", "--operator", "boundary", "--out", out, "-n", "2", cache=cache)
+    proc = execute_cli(
+        "mutate",
+        "--matrix",
+        FIXTURES / "fake-mutate.yaml",
+        "--operator",
+        "boundary",
+        "--out",
+        out,
+        "-n",
+        "2",
+        cache=cache,
+    )
     return proc, out, cache
 
 
@@ -213,13 +270,27 @@ def test_fake_kill_matrix_has_every_status(fake_run):
     # survived: < to <= differs only at exact ties, which neither suite here reaches
     survivor = by[("fake-patched", EXACT, EXACT.replace("<", "<="))]
     assert survivor["status"] == "survived" and survivor["controls"] > 0
-    assert survivor["patch"].startswith("--- a/fakemla/models/base.py") and "--mutant" in survivor["replay"]
+    assert (
+        survivor["patch"].startswith("--- a/fakemla/models/base.py")
+        and "--mutant" in survivor["replay"]
+    )
     # only invalid: on the fragile arm the same mutant makes the process die, which is not a kill
     fragile = by[("fake-fragile", EXACT, EXACT.replace("<", "=="))]
-    assert fragile["status"] == "only invalid" and fragile["invalid_in"] == ["dispatch"] and not fragile["killed_by"]
+    assert (
+        fragile["status"] == "only invalid"
+        and fragile["invalid_in"] == ["dispatch"]
+        and not fragile["killed_by"]
+    )
     # not argued for fake-fragile (the entry names fake-patched): it runs and survives
     assert by[("fake-fragile", "L == 1", "L <= 1")]["status"] == "survived"
-    assert doc["counts"] == {"killed": 3, "survived": 3, "only invalid": 1, "no control": 0, "equivalent": 1, "total": 8}
+    assert doc["counts"] == {
+        "killed": 3,
+        "survived": 3,
+        "only invalid": 1,
+        "no control": 0,
+        "equivalent": 1,
+        "total": 8,
+    }
     assert "SURVIVED: boundary: " in proc.stdout and "ONLY INVALID: boundary: " in proc.stdout
 
 
@@ -227,37 +298,81 @@ def test_fake_kill_matrix_has_every_status(fake_run):
 def test_fake_kill_matrix_page_and_report_section(fake_run, tmp_path, run_cli):
     _, out, cache = fake_run
     html = (out / "kill-matrix.html").read_text()
-    assert "Mutation kill matrix" in html and "&lt;=" in html and " <= " not in html.split("<pre>")[0].split("<table")[1]
+    assert (
+        "Mutation kill matrix" in html
+        and "&lt;=" in html
+        and " <= " not in html.split("<pre>")[0].split("<table")[1]
+    )
     results = next((out / "rounds").glob("*/results")).parent
-    proc = run_cli("report", results, "--mutation", out / "kill-matrix.json", "--out", tmp_path / "h")
+    proc = run_cli(
+        "report", results, "--mutation", out / "kill-matrix.json", "--out", tmp_path / "h"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = (tmp_path / "h" / "index.html").read_text()
-    assert 'id="s-mutation"' in page and "ONLY INVALID" in page and "argued equivalent" in page.lower()
+    assert (
+        'id="s-mutation"' in page and "ONLY INVALID" in page and "argued equivalent" in page.lower()
+    )
     md = killmatrix.markdown(killmatrix.load(out / "kill-matrix.json"))
-    assert "| fake-fragile fake/good | EQUIVALENT" not in md and "| fake-fragile fake/good | ONLY INVALID, SURVIVED x2, dispatch |" in md
+    assert (
+        "| fake-fragile fake/good | EQUIVALENT" not in md
+        and "| fake-fragile fake/good | ONLY INVALID, SURVIVED x2, dispatch |" in md
+    )
     assert "| boundary | 3 | 3 | 1 | 0 | 1 |" in md and "| dispatch | 3 |" in md
 
 
 @pytest.mark.mutate
 def test_rerun_reuses_the_parent_verdicts_and_mutant_arms(fake_run, tmp_path):
     _, out, cache = fake_run
-    keys = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir() and not p.name.startswith("."))
+    keys = sorted(
+        p.name for p in (cache / "arms").iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
     expected = json.loads((out / "expected.json").read_text())
-    proc = execute_cli("mutate", "--matrix", FIXTURES / "fake-mutate.yaml", "--operator", "boundary", "--out", out,
-                       "--mutant", "boundary: L == 1 -> L >= 1 @ *", "--arm", "fake-patched", cache=cache)
+    proc = execute_cli(
+        "mutate",
+        "--matrix",
+        FIXTURES / "fake-mutate.yaml",
+        "--operator",
+        "boundary",
+        "--out",
+        out,
+        "--mutant",
+        "boundary: L == 1 -> L >= 1 @ *",
+        "--arm",
+        "fake-patched",
+        cache=cache,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = killmatrix.load(out / "kill-matrix.json")
     assert [m["status"] for m in doc["mutants"]] == ["killed"]
-    assert all(r["parent_cases"] == 0 for r in doc["rounds"])  # the parent's verdicts came from expected.json
+    assert all(
+        r["parent_cases"] == 0 for r in doc["rounds"]
+    )  # the parent's verdicts came from expected.json
     assert json.loads((out / "expected.json").read_text()) == expected
-    assert sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir() and not p.name.startswith(".")) == keys
-    earlier = killmatrix.load(next((out / "previous").glob("*/kill-matrix.json")))  # the whole matrix is set aside, not lost
+    assert (
+        sorted(
+            p.name for p in (cache / "arms").iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
+        == keys
+    )
+    earlier = killmatrix.load(
+        next((out / "previous").glob("*/kill-matrix.json"))
+    )  # the whole matrix is set aside, not lost
     assert earlier["counts"]["total"] == 8
 
 
 def test_partial_kill_matrix_says_so():
-    doc = {"schema": killmatrix.SCHEMA, "complete": False, "rounds": [{"suite": "probes"}], "mutants": [], "profile": "quick",
-           "backend": "cpu", "counts": {s: 0 for s in killmatrix.STATUSES} | {"total": 0}, "seconds": 1.0, "suites": ["probes", "dispatch"], "all": False}
+    doc = {
+        "schema": killmatrix.SCHEMA,
+        "complete": False,
+        "rounds": [{"suite": "probes"}],
+        "mutants": [],
+        "profile": "quick",
+        "backend": "cpu",
+        "counts": {s: 0 for s in killmatrix.STATUSES} | {"total": 0},
+        "seconds": 1.0,
+        "suites": ["probes", "dispatch"],
+        "all": False,
+    }
     assert "PARTIAL: rounds run so far: probes" in killmatrix.text(doc)
     assert "<strong>Partial:</strong> only the rounds probes have run" in killmatrix.section(doc)
     doc["complete"] = True
@@ -279,24 +394,42 @@ def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):
         "        if L == 1:\n            idx = topk_indices[:, :, 0]\n"
         "        if L == 1:\n            other = 3\n"
         "        if L == 1:\n            q = self.embed_q(x)\n        else:\n            q = self.embed_q(x, transpose=False)\n"
-        "        if L == 1:\n            q = self.unembed_out(q)\n        return q\n")
+        "        if L == 1:\n            q = self.unembed_out(q)\n        return q\n"
+    )
     (site / "rt" / "models" / "m.py").write_text(body)
     mutants = operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"])
-    assert [m.id for m in mutants] == ["topk_widen: L == 1 -> L <= topk_indices.shape[-1] @ rt/models/m.py::A.__call__"]
-    assert "-        if L == 1:\n+        if L <= topk_indices.shape[-1]:\n             idx = topk_indices" in mutants[0].patch
+    assert [m.id for m in mutants] == [
+        "topk_widen: L == 1 -> L <= topk_indices.shape[-1] @ rt/models/m.py::A.__call__"
+    ]
+    assert (
+        "-        if L == 1:\n+        if L <= topk_indices.shape[-1]:\n             idx = topk_indices"
+        in mutants[0].patch
+    )
     (site / "rt" / "models" / "m.py").write_text(body.replace("topk_indices", "chosen"))
-    assert operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []  # no top-k selection: nothing to widen
+    assert (
+        operators.generate("a", site, "rt/m", "rt.models.m", "A", ["topk_widen"]) == []
+    )  # no top-k selection: nothing to widen
 
 
 def test_derived_matrix_adds_one_arm_per_mutant_without_yaml_aliases(tmp_path):
     m = matrix.load(FIXTURES / "fake-mutate.yaml")
     patch = tmp_path / "x.patch"
     patch.write_text("")
-    mutant = operators.Mutant("id", "boundary", "fake-patched", "fake/good", "f.py", "w", "a", "b", "")
-    path = run.write_matrix(m, [run._Entry(mutant, "fake-patched.mut-0123456789", patch)], tmp_path / "d" / "matrix.yaml")
+    mutant = operators.Mutant(
+        "id", "boundary", "fake-patched", "fake/good", "f.py", "w", "a", "b", ""
+    )
+    path = run.write_matrix(
+        m,
+        [run._Entry(mutant, "fake-patched.mut-0123456789", patch)],
+        tmp_path / "d" / "matrix.yaml",
+    )
     text = path.read_text()
     assert "&id" not in text and "*id" not in text
     derived = matrix.load(path)
     arm = derived.arms["fake-patched.mut-0123456789"]
-    assert arm.patches == (*m.arms["fake-patched"].patches, patch.resolve()) and arm.baseline == "fake-stock" and arm.role == "patched"
+    assert (
+        arm.patches == (*m.arms["fake-patched"].patches, patch.resolve())
+        and arm.baseline == "fake-stock"
+        and arm.role == "patched"
+    )
     assert "fake-patched.mut-0123456789" in derived.modules["fake/good"].arms

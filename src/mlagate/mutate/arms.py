@@ -28,7 +28,9 @@ def mutant_arm(parent: Arm, arm_id: str, patch: Path) -> Arm:
     return dataclasses.replace(parent, id=arm_id, patches=(*parent.patches, Path(patch)))
 
 
-def materialise(parent: arms_mod.ArmInstall, arm: Arm, touched: list[str], root: Path | None = None) -> Path:
+def materialise(
+    parent: arms_mod.ArmInstall, arm: Arm, touched: list[str], root: Path | None = None
+) -> Path:
     """The mutant arm's cache directory, made now from the parent's when missing."""
     root = Path(root) if root else arms_mod.cache_root()
     arms_dir = root / "arms"
@@ -50,25 +52,44 @@ def materialise(parent: arms_mod.ArmInstall, arm: Arm, touched: list[str], root:
     return final
 
 
-def _build(parent: arms_mod.ArmInstall, arm: Arm, touched: list[str], staging: Path, key: str) -> None:
+def _build(
+    parent: arms_mod.ArmInstall, arm: Arm, touched: list[str], staging: Path, key: str
+) -> None:
     site = staging / "site"
-    shutil.copytree(parent.site, site, symlinks=True, copy_function=os.link, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        parent.site,
+        site,
+        symlinks=True,
+        copy_function=os.link,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     for rel in touched:
         target = site / rel
         target.unlink()
         shutil.copy2(parent.site / rel, target)
     patch = arm.patches[-1]
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(staging.parent)}
-    proc = subprocess.run(["git", "apply", "-p1", "--whitespace=nowarn", str(patch)], cwd=site, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
         raise arms_mod.ArmError(arm.id, f"mutant patch {patch.name} does not apply: {first}")
     manifest = json.loads((parent.dir / "arm.json").read_text(encoding="utf-8"))
-    manifest.update({
-        "arm": arm.id,
-        "patches": [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in arm.patches],
-        "key": key,
-        "mutant_of": parent.key,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    })
+    manifest.update(
+        {
+            "arm": arm.id,
+            "patches": [
+                {"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                for p in arm.patches
+            ],
+            "key": key,
+            "mutant_of": parent.key,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+    )
     (staging / "arm.json").write_text(json.dumps(manifest, indent=1))

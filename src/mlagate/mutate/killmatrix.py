@@ -42,32 +42,75 @@ def _status(entry) -> str:
 
 
 def replay(matrix_path: Path, arm: str, module: str, mutant_id: str) -> str:
-    return shlex.join(["mlagate", "mutate", "--matrix", str(matrix_path), "--arm", arm, "--module", module, "--mutant", mutant_id, "--all"])
+    return shlex.join(
+        [
+            "mlagate",
+            "mutate",
+            "--matrix",
+            str(matrix_path),
+            "--arm",
+            arm,
+            "--module",
+            module,
+            "--mutant",
+            mutant_id,
+            "--all",
+        ]
+    )
 
 
-def build(matrix, opts, mutants, argued: dict, entries: dict, order: list[str], rounds: list[dict], seconds: float) -> KillMatrix:
+def build(
+    matrix,
+    opts,
+    mutants,
+    argued: dict,
+    entries: dict,
+    order: list[str],
+    rounds: list[dict],
+    seconds: float,
+) -> KillMatrix:
     rows = []
     for m in mutants:
-        row = {**m.to_json(), "status": "equivalent", "killed_by": [], "invalid_in": [], "controls": 0, "seconds": 0.0,
-               "reason": argued.get((m.arm, m.id), ""), "replay": replay(matrix.path, m.arm, m.module, m.id)}
+        row = {
+            **m.to_json(),
+            "status": "equivalent",
+            "killed_by": [],
+            "invalid_in": [],
+            "controls": 0,
+            "seconds": 0.0,
+            "reason": argued.get((m.arm, m.id), ""),
+            "replay": replay(matrix.path, m.arm, m.module, m.id),
+        }
         e = entries.get((m.arm, m.id))
         if e is not None:
-            row.update(status=_status(e), killed_by=e.killed_by, invalid_in=e.invalid_in, controls=e.controls,
-                       seconds=round(e.seconds, 2), mutant_arm=e.arm_id)
+            row.update(
+                status=_status(e),
+                killed_by=e.killed_by,
+                invalid_in=e.invalid_in,
+                controls=e.controls,
+                seconds=round(e.seconds, 2),
+                mutant_arm=e.arm_id,
+            )
         rows.append(row)
     ran = [r for r in rows if r["status"] != "equivalent"]
     return {
         "schema": SCHEMA,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "matrix": str(matrix.path),
-        "profile": opts.profile, "backend": opts.backend, "runner": opts.runner,
-        "all": opts.all, "workers": opts.workers,
+        "profile": opts.profile,
+        "backend": opts.backend,
+        "runner": opts.runner,
+        "all": opts.all,
+        "workers": opts.workers,
         "suites": order,
         "rounds": rounds,
         "seconds": round(seconds, 1),
         "seconds_per_mutant": round(seconds / len(ran), 1) if ran else 0.0,
         "counts": {s: sum(r["status"] == s for r in rows) for s in STATUSES} | {"total": len(rows)},
-        "by_operator": {op: dict(Counter(r["status"] for r in rows if r["operator"] == op)) for op in sorted({r["operator"] for r in rows})},
+        "by_operator": {
+            op: dict(Counter(r["status"] for r in rows if r["operator"] == op))
+            for op in sorted({r["operator"] for r in rows})
+        },
         "first_kills": dict(Counter(r["killed_by"][0] for r in rows if r["killed_by"])),
         "mutants": rows,
     }
@@ -105,8 +148,12 @@ def load(path: Path) -> KillMatrix:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise KillMatrixError(f"{path}: schema is {got!r}, expected {SCHEMA}")
-    if not isinstance(doc.get("mutants"), list) or any(not isinstance(m, dict) or m.get("status") not in STATUSES for m in doc["mutants"]):
-        raise KillMatrixError(f"{path}: mutants: expected a list of mutants with a status among {', '.join(STATUSES)}")
+    if not isinstance(doc.get("mutants"), list) or any(
+        not isinstance(m, dict) or m.get("status") not in STATUSES for m in doc["mutants"]
+    ):
+        raise KillMatrixError(
+            f"{path}: mutants: expected a list of mutants with a status among {', '.join(STATUSES)}"
+        )
     return doc
 
 
@@ -122,7 +169,9 @@ def grid(doc: KillMatrix) -> tuple[list[str], list[tuple[str, list[str]]]]:
     body = []
     for arm, module in keys:
         mine = [m for m in doc["mutants"] if (m["arm"], m["module"]) == (arm, module)]
-        body.append((f"{arm} {module}", [cell([m for m in mine if m["operator"] == op]) for op in ops]))
+        body.append(
+            (f"{arm} {module}", [cell([m for m in mine if m["operator"] == op]) for op in ops])
+        )
     return ops, body
 
 
@@ -134,9 +183,13 @@ def text(doc: KillMatrix) -> str:
         lines.append(f"{key:{width}}  " + "  ".join(c or "-" for c in cells))
     c = doc["counts"]
     if not doc.get("complete", True):
-        lines.append(f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not killed yet is not survived")
-    lines.append(f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, {c['only invalid']} only invalid, "
-                 f"{c['no control']} without a control, {c['equivalent']} argued equivalent; {doc['seconds']} s")
+        lines.append(
+            f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not killed yet is not survived"
+        )
+    lines.append(
+        f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, {c['only invalid']} only invalid, "
+        f"{c['no control']} without a control, {c['equivalent']} argued equivalent; {doc['seconds']} s"
+    )
     for m in doc["mutants"]:
         if m["status"] in ("survived", "only invalid", "no control"):
             lines.append(f"{m['status'].upper()}: {m['id']}\n  replay: {m['replay']}")
@@ -148,18 +201,34 @@ def markdown(doc: KillMatrix) -> str:
     ops, body = grid(doc)
     esc = lambda t: t.replace("|", "\\|")  # noqa: E731
     lines = ["| arm, module | " + " | ".join(ops) + " |", "|---" * (len(ops) + 1) + "|"]
-    lines += ["| " + esc(key) + " | " + " | ".join(esc(c) or "-" for c in cells) + " |" for key, cells in body]
+    lines += [
+        "| " + esc(key) + " | " + " | ".join(esc(c) or "-" for c in cells) + " |"
+        for key, cells in body
+    ]
     lines += ["", "| operator | " + " | ".join(STATUSES) + " |", "|---" * (len(STATUSES) + 1) + "|"]
-    lines += [f"| {op} | " + " | ".join(str(n.get(s, 0)) for s in STATUSES) + " |" for op, n in doc["by_operator"].items()]
-    lines += ["", "| suite | first kills | round: mutants | cases | seconds |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {op} | " + " | ".join(str(n.get(s, 0)) for s in STATUSES) + " |"
+        for op, n in doc["by_operator"].items()
+    ]
+    lines += [
+        "",
+        "| suite | first kills | round: mutants | cases | seconds |",
+        "|---|---|---|---|---|",
+    ]
     first = doc["first_kills"]
-    lines += [f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | {r['seconds']} |" for r in doc["rounds"]]
+    lines += [
+        f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | {r['seconds']} |"
+        for r in doc["rounds"]
+    ]
     return "\n".join(lines) + "\n"
 
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
-    autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
 )
 
 

@@ -25,7 +25,13 @@ OPERATORS = {
     "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= k (every query given query 0's selection)",
 }
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
-_SWAPS = {"<": ("<=", "=="), "<=": ("<", "=="), ">": (">=", "=="), ">=": (">", "=="), "==": ("<=", ">=")}
+_SWAPS = {
+    "<": ("<=", "=="),
+    "<=": ("<", "=="),
+    ">": (">=", "=="),
+    ">=": (">", "=="),
+    "==": ("<=", ">="),
+}
 
 
 @dataclass
@@ -78,7 +84,16 @@ class _Builder:
         self.mutants: list[Mutant] = []
         self._seen: dict[str, int] = {}
 
-    def add(self, operator: str, module: str, path: Path, where: str, text: str, edits: list[_Edit], node: ast.AST) -> None:
+    def add(
+        self,
+        operator: str,
+        module: str,
+        path: Path,
+        where: str,
+        text: str,
+        edits: list[_Edit],
+        node: ast.AST,
+    ) -> None:
         after_text = _apply(text, edits)
         if after_text == text:
             return
@@ -88,14 +103,24 @@ class _Builder:
         base = f"{operator}: {before} -> {after} @ {rel}::{where}"
         self._seen[base] = self._seen.get(base, 0) + 1
         mid = base if self._seen[base] == 1 else f"{base} #{self._seen[base]}"
-        diff = "".join(difflib.unified_diff(
-            text.splitlines(keepends=True), after_text.splitlines(keepends=True), f"a/{rel}", f"b/{rel}", n=3,
-        ))
-        self.mutants.append(Mutant(mid, operator, self.arm, module, rel, where, before, after, diff))
+        diff = "".join(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                after_text.splitlines(keepends=True),
+                f"a/{rel}",
+                f"b/{rel}",
+                n=3,
+            )
+        )
+        self.mutants.append(
+            Mutant(mid, operator, self.arm, module, rel, where, before, after, diff)
+        )
 
 
 def _span(starts: list[int], node: ast.AST) -> tuple[int, int]:
-    return starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset
+    return starts[node.lineno - 1] + node.col_offset, starts[
+        node.end_lineno - 1
+    ] + node.end_col_offset
 
 
 def _after_segment(text: str, edits: list[_Edit], node: ast.AST) -> str:
@@ -106,38 +131,53 @@ def _after_segment(text: str, edits: list[_Edit], node: ast.AST) -> str:
     for e in sorted(edits, key=lambda e: _span(starts, e.node), reverse=True):
         s, t = _span(starts, e.node)
         if lo <= s and t <= hi:
-            seg = seg[:s - lo] + e.text.encode("utf-8") + seg[t - lo:]
+            seg = seg[: s - lo] + e.text.encode("utf-8") + seg[t - lo :]
     return seg.decode("utf-8")
 
 
 def _compares(node: ast.AST, names: set[str]):
     for c in ast.walk(node):
-        if isinstance(c, ast.Compare) and len(c.ops) == 1 and type(c.ops[0]) in _OPS and sites.length_names(c, names):
+        if (
+            isinstance(c, ast.Compare)
+            and len(c.ops) == 1
+            and type(c.ops[0]) in _OPS
+            and sites.length_names(c, names)
+        ):
             yield c
 
 
-def _boundary(b: _Builder, module: str, path: Path, where: str, text: str, node: ast.AST, names: set[str]) -> None:
+def _boundary(
+    b: _Builder, module: str, path: Path, where: str, text: str, node: ast.AST, names: set[str]
+) -> None:
     for c in _compares(node, names):
         left, right = _segment(text, c.left), _segment(text, c.comparators[0])
         for op in _SWAPS[_OPS[type(c.ops[0])]]:
             b.add("boundary", module, path, where, text, [_Edit(c, f"{left} {op} {right}")], c)
 
 
-def _off_by_one(b: _Builder, module: str, path: Path, where: str, text: str, node: ast.AST, names: set[str]) -> None:
+def _off_by_one(
+    b: _Builder, module: str, path: Path, where: str, text: str, node: ast.AST, names: set[str]
+) -> None:
     for c in _compares(node, names):
         if isinstance(c.comparators[0], ast.Constant) or isinstance(c.left, ast.Constant):
             continue  # L == 1: the single-query short-cut, not a threshold
         name = sites.length_names(c, names)[0]
         for sign in ("+", "-"):
-            b.add("off_by_one", module, path, where, text, [_Edit(name, f"({name.id} {sign} 1)")], c)
+            b.add(
+                "off_by_one", module, path, where, text, [_Edit(name, f"({name.id} {sign} 1)")], c
+            )
 
 
-def generate(arm: str, site: Path, module: str, import_path: str, cls_name: str, operators=None) -> list[Mutant]:
+def generate(
+    arm: str, site: Path, module: str, import_path: str, cls_name: str, operators=None
+) -> list[Mutant]:
     """The mutants of one module's dispatch in an installed arm (site/), and of its helpers."""
     return generate_many(arm, site, [(module, import_path, cls_name)], operators)
 
 
-def generate_many(arm: str, site: Path, modules: list[tuple[str, str, str]], operators=None) -> list[Mutant]:
+def generate_many(
+    arm: str, site: Path, modules: list[tuple[str, str, str]], operators=None
+) -> list[Mutant]:
     """Mutants of several modules of one arm; a helper's mutants are made once, run with the
     first module whose decision calls it."""
     wanted = set(operators or OPERATORS)
@@ -168,7 +208,9 @@ def _module_file(site: Path, import_path: str) -> Path | None:
     return None
 
 
-def _module_mutants(b: _Builder, wanted: set[str], module: str, path: Path, text: str, d: sites.Dispatch) -> None:
+def _module_mutants(
+    b: _Builder, wanted: set[str], module: str, path: Path, text: str, d: sites.Dispatch
+) -> None:
     where, names = d.qualname, d.lengths
     if "boundary" in wanted:
         _boundary(b, module, path, where, text, d.decision, names)
@@ -179,7 +221,9 @@ def _module_mutants(b: _Builder, wanted: set[str], module: str, path: Path, text
     for g in d.guards:
         op = f"revert_{g.role}"
         if op in wanted and length and not isinstance(g.node.test, ast.Compare):
-            b.add(op, module, path, where, text, [_Edit(g.node.test, f"{length} == 1")], g.node.test)
+            b.add(
+                op, module, path, where, text, [_Edit(g.node.test, f"{length} == 1")], g.node.test
+            )
     if "topk_widen" in wanted:
         _topk_widen(b, module, path, text, d)
     if "wrong_axis" in wanted and found and all(n.id in d.length_base for n in found):
@@ -194,17 +238,33 @@ def _topk_widen(b: _Builder, module: str, path: Path, text: str, d: sites.Dispat
         test = getattr(stmt, "test", None)
         if not (isinstance(stmt, ast.If) and isinstance(test, ast.Compare) and len(test.ops) == 1):
             continue
-        single = isinstance(test.ops[0], ast.Eq) and isinstance(test.left, ast.Name) and test.left.id in d.lengths
+        single = (
+            isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.left, ast.Name)
+            and test.left.id in d.lengths
+        )
         selection = _selection(stmt.body)
         if single and _const(test.comparators[0]) == 1 and selection:
-            b.add("topk_widen", module, path, d.qualname, text, [_Edit(test, f"{test.left.id} <= {selection}.shape[-1]")], test)
+            b.add(
+                "topk_widen",
+                module,
+                path,
+                d.qualname,
+                text,
+                [_Edit(test, f"{test.left.id} <= {selection}.shape[-1]")],
+                test,
+            )
 
 
 def _selection(stmts) -> str | None:
     """The name of a top-k selection subscripted in stmts (`topk_indices[...]`)."""
     for stmt in stmts:
         for n in ast.walk(stmt):
-            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and "topk" in n.value.id:
+            if (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name)
+                and "topk" in n.value.id
+            ):
                 return n.value.id
     return None
 
@@ -213,7 +273,15 @@ def _const(node) -> object:
     return node.value if isinstance(node, ast.Constant) else None
 
 
-def _drop_cache(b: _Builder, wanted: set[str], module: str, h: sites.Helper, path: Path, text: str, d: sites.Dispatch) -> None:
+def _drop_cache(
+    b: _Builder,
+    wanted: set[str],
+    module: str,
+    h: sites.Helper,
+    path: Path,
+    text: str,
+    d: sites.Dispatch,
+) -> None:
     if "drop_cache" in wanted and h.cache_param:
         arg = _cache_argument(h)
         if arg is not None and not (isinstance(arg, ast.Constant) and arg.value is None):
@@ -224,7 +292,9 @@ def _helper_mutants(b: _Builder, wanted: set[str], module: str, h: sites.Helper)
     if h.length_param is None:
         return
     htext = h.path.read_text(encoding="utf-8")
-    fn = next(n for n in ast.parse(htext).body if isinstance(n, ast.FunctionDef) and n.name == h.fn.name)
+    fn = next(
+        n for n in ast.parse(htext).body if isinstance(n, ast.FunctionDef) and n.name == h.fn.name
+    )
     names = {h.length_param}
     if "boundary" in wanted:
         _boundary(b, module, h.path, fn.name, htext, fn, names)

@@ -69,31 +69,47 @@ def check(matrix: Matrix, opts: Options) -> None:
     Selection(opts.suites, opts.modules, opts.arms).check(matrix)
     for op in opts.operators:
         if op not in operators.OPERATORS:
-            raise execute.UsageError(f"--operator: unknown operator {op!r} (known: {', '.join(operators.OPERATORS)})")
+            raise execute.UsageError(
+                f"--operator: unknown operator {op!r} (known: {', '.join(operators.OPERATORS)})"
+            )
     for s in opts.suites:
         if matrix.suites[s].kind != "correctness":
-            raise execute.UsageError(f"--suite {s}: mutants run through correctness suites only ({s} is {matrix.suites[s].kind})")
+            raise execute.UsageError(
+                f"--suite {s}: mutants run through correctness suites only ({s} is {matrix.suites[s].kind})"
+            )
     for a in opts.arms:
         if matrix.arms[a].role not in ROLES:
-            raise execute.UsageError(f"--arm {a}: role {matrix.arms[a].role}; mutants are made of patched or head arms")
+            raise execute.UsageError(
+                f"--arm {a}: role {matrix.arms[a].role}; mutants are made of patched or head arms"
+            )
 
 
 def suite_order(matrix: Matrix, opts: Options, costs: shard.Costs) -> list[str]:
     chosen = opts.suites or tuple(s for s, v in matrix.suites.items() if v.kind == "correctness")
-    return sorted(chosen, key=lambda s: (costs.suites.get(s, {}).get("default", shard.UNKNOWN_COST_S), s))
+    return sorted(
+        chosen, key=lambda s: (costs.suites.get(s, {}).get("default", shard.UNKNOWN_COST_S), s)
+    )
 
 
-def generate(matrix: Matrix, opts: Options, installs: dict[str, arms_mod.ArmInstall]) -> list[operators.Mutant]:
+def generate(
+    matrix: Matrix, opts: Options, installs: dict[str, arms_mod.ArmInstall]
+) -> list[operators.Mutant]:
     found = []
     for arm_id in _parents(matrix, opts):
         mods = [
-            (m.id, m.import_path, m.attention_for(arm_id)) for m in matrix.modules.values()
-            if matrix.arms[arm_id] in matrix.arms_for(m) and (not opts.modules or m.id in opts.modules)
+            (m.id, m.import_path, m.attention_for(arm_id))
+            for m in matrix.modules.values()
+            if matrix.arms[arm_id] in matrix.arms_for(m)
+            and (not opts.modules or m.id in opts.modules)
             and installs[arm_id].has_module(m.import_path)
         ]
-        found += operators.generate_many(arm_id, installs[arm_id].site, mods, opts.operators or None)
+        found += operators.generate_many(
+            arm_id, installs[arm_id].site, mods, opts.operators or None
+        )
     if opts.mutants:
-        found = [m for m in found if any(m.id == p or fnmatch.fnmatchcase(m.id, p) for p in opts.mutants)]
+        found = [
+            m for m in found if any(m.id == p or fnmatch.fnmatchcase(m.id, p) for p in opts.mutants)
+        ]
     return found
 
 
@@ -103,15 +119,21 @@ def _parents(matrix: Matrix, opts: Options) -> list[str]:
 
 def equivalent_reason(matrix: Matrix, mutant: operators.Mutant) -> str | None:
     for e in matrix.equivalent_mutants:
-        if e.arm == mutant.arm and (e.mutant == mutant.id or fnmatch.fnmatchcase(mutant.id, e.mutant)):
+        if e.arm == mutant.arm and (
+            e.mutant == mutant.id or fnmatch.fnmatchcase(mutant.id, e.mutant)
+        ):
             return e.reason
     return None
 
 
-def mutate(matrix: Matrix, opts: Options, costs: shard.Costs | None = None) -> killmatrix.KillMatrix:
+def mutate(
+    matrix: Matrix, opts: Options, costs: shard.Costs | None = None
+) -> killmatrix.KillMatrix:
     started = time.time()
     check(matrix, opts)
-    installs = execute.installs_for(matrix, Selection(arms=tuple(_parents(matrix, opts))), opts.cache)
+    installs = execute.installs_for(
+        matrix, Selection(arms=tuple(_parents(matrix, opts))), opts.cache
+    )
     mutants = generate(matrix, opts, installs)
     killmatrix.set_aside(opts.out)
     argued = {(m.arm, m.id): r for m in mutants if (r := equivalent_reason(matrix, m)) is not None}
@@ -126,9 +148,15 @@ def mutate(matrix: Matrix, opts: Options, costs: shard.Costs | None = None) -> k
         if not alive:
             break
         rounds.append(_round(matrix, derived, suite, alive, installs, expected, opts))
-        doc = killmatrix.build(matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started)
-        killmatrix.write(doc, opts.out, partial=True)  # what is measured so far survives an interruption
-    doc = killmatrix.build(matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started)
+        doc = killmatrix.build(
+            matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started
+        )
+        killmatrix.write(
+            doc, opts.out, partial=True
+        )  # what is measured so far survives an interruption
+    doc = killmatrix.build(
+        matrix, opts, mutants, argued, by_key, order, rounds, time.time() - started
+    )
     killmatrix.write(doc, opts.out)
     return doc
 
@@ -140,7 +168,9 @@ def _prepare(m: operators.Mutant, parent: arms_mod.ArmInstall, opts: Options) ->
     patch = folder / f"{digest}.patch"
     patch.write_text(m.patch, encoding="utf-8")
     arm_id = f"{m.arm}.mut-{digest}"
-    mutant_arms.materialise(parent, mutant_arms.mutant_arm(parent.arm, arm_id, patch), [m.file], opts.cache)
+    mutant_arms.materialise(
+        parent, mutant_arms.mutant_arm(parent.arm, arm_id, patch), [m.file], opts.cache
+    )
     return _Entry(m, arm_id, patch)
 
 
@@ -154,7 +184,10 @@ def write_matrix(matrix: Matrix, entries: list[_Entry], path: Path) -> Path:
         arm["patches"] = [str((base / p).resolve()) for p in arm.get("patches") or []]
     for e in entries:
         parent = raw["arms"][e.mutant.arm]
-        raw["arms"][e.arm_id] = {**parent, "patches": [*parent["patches"], str(e.patch_file.resolve())]}
+        raw["arms"][e.arm_id] = {
+            **parent,
+            "patches": [*parent["patches"], str(e.patch_file.resolve())],
+        }
         for module in raw["modules"].values():
             if e.mutant.arm in (module.get("arms") or []):
                 module["arms"].append(e.arm_id)
@@ -196,17 +229,49 @@ def _round(matrix, derived, suite, alive, installs, expected, opts) -> dict:
             sel = Selection((suite,), (e.mutant.module,), (e.mutant.arm,))
             cs = expand(matrix, sel, opts.profile, opts.backend, opts.runner, installs)
             parent_cases[key] = [c for c in cs if c.evidence != "argued"]
-    todo = [c for cs in parent_cases.values() for c in cs if expected.get(installs[c.arm].key, c.id) is None]
-    mutant_cases = {e.arm_id: [dataclasses.replace(c, arm=e.arm_id) for c in parent_cases[(e.mutant.arm, e.mutant.module)]] for e in alive}
+    todo = [
+        c
+        for cs in parent_cases.values()
+        for c in cs
+        if expected.get(installs[c.arm].key, c.id) is None
+    ]
+    mutant_cases = {
+        e.arm_id: [
+            dataclasses.replace(c, arm=e.arm_id)
+            for c in parent_cases[(e.mutant.arm, e.mutant.module)]
+        ]
+        for e in alive
+    }
     ids = [c.id for c in todo] + [c.id for cs in mutant_cases.values() for c in cs]
     out = opts.out / "rounds" / suite
-    rows = {r["case_id"]: r for r in _pytest(derived, execute.suite_file(matrix, suite), ids, out, opts)} if ids else {}
+    rows = (
+        {
+            r["case_id"]: r
+            for r in _pytest(derived, execute.suite_file(matrix, suite), ids, out, opts)
+        }
+        if ids
+        else {}
+    )
     for c in todo:
         expected.put(installs[c.arm].key, c.id, rows.get(c.id, {}).get("verdict", "missing"))
     expected.save()
     for e in alive:
-        _classify(e, suite, parent_cases[(e.mutant.arm, e.mutant.module)], mutant_cases[e.arm_id], rows, expected, installs)
-    return {"suite": suite, "mutants": len(alive), "cases": len(ids), "parent_cases": len(todo), "seconds": round(time.time() - t0, 1)}
+        _classify(
+            e,
+            suite,
+            parent_cases[(e.mutant.arm, e.mutant.module)],
+            mutant_cases[e.arm_id],
+            rows,
+            expected,
+            installs,
+        )
+    return {
+        "suite": suite,
+        "mutants": len(alive),
+        "cases": len(ids),
+        "parent_cases": len(todo),
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def _classify(e: _Entry, suite, parents, mine, rows, expected, installs) -> None:
@@ -223,17 +288,38 @@ def _classify(e: _Entry, suite, parents, mine, rows, expected, installs) -> None
             e.invalid_in.append(suite)
 
 
-def _pytest(derived: Path, suite_path: Path, ids: list[str], out: Path, opts: Options) -> list[dict]:
+def _pytest(
+    derived: Path, suite_path: Path, ids: list[str], out: Path, opts: Options
+) -> list[dict]:
     execute.set_aside(out)
     out.mkdir(parents=True, exist_ok=True)
     case_file = out / "cases.json"
     case_file.write_text(json.dumps(ids), encoding="utf-8")
     arms = sorted({i.split("::")[2] for i in ids})
     args = [
-        sys.executable, "-m", "pytest", str(suite_path), "-q", "-p", "no:cacheprovider",
-        "--rootdir", str(bundled("suites")), "--mlagate-matrix", str(derived), "--mlagate-profile", opts.profile,
-        "--mlagate-backend", opts.backend, "--mlagate-runner", opts.runner, "--mlagate-out", str(out),
-        "--mlagate-cases", str(case_file), "--mlagate-cpu", opts.cpu,
+        sys.executable,
+        "-m",
+        "pytest",
+        str(suite_path),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(bundled("suites")),
+        "--mlagate-matrix",
+        str(derived),
+        "--mlagate-profile",
+        opts.profile,
+        "--mlagate-backend",
+        opts.backend,
+        "--mlagate-runner",
+        opts.runner,
+        "--mlagate-out",
+        str(out),
+        "--mlagate-cases",
+        str(case_file),
+        "--mlagate-cpu",
+        opts.cpu,
     ]
     if opts.cache:
         args += ["--mlagate-cache", str(opts.cache)]
@@ -243,10 +329,18 @@ def _pytest(derived: Path, suite_path: Path, ids: list[str], out: Path, opts: Op
         args += ["-n", str(opts.workers)]
     if not execute._plugin_installed():
         args += ["-p", "mlagate.plugin"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
+    }
     with open(out / "pytest.log", "w", encoding="utf-8") as log:
-        code = subprocess.call(args, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=log, stderr=subprocess.STDOUT)
+        code = subprocess.call(
+            args, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=log, stderr=subprocess.STDOUT
+        )
     if code not in (0, 1, 5):
-        raise execute.UsageError(f"pytest stopped with exit status {code} running {suite_path.stem} over mutants (see {out / 'pytest.log'})")
+        raise execute.UsageError(
+            f"pytest stopped with exit status {code} running {suite_path.stem} over mutants (see {out / 'pytest.log'})"
+        )
     wanted = set(ids)
     return [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]

@@ -33,7 +33,9 @@ class Dispatch:
     decision: ast.expr
     guards: list[Guard]
     lengths: set[str]
-    length_base: dict[str, str] = field(default_factory=dict)  # L -> source of the array it came from
+    length_base: dict[str, str] = field(
+        default_factory=dict
+    )  # L -> source of the array it came from
 
 
 @dataclass
@@ -103,7 +105,9 @@ def _decision(fn: ast.FunctionDef, guard: ast.If) -> ast.expr:
     for stmt in scanner._statements(fn.body):
         if stmt is guard:
             break
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == guard.test.id for t in stmt.targets):
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == guard.test.id for t in stmt.targets
+        ):
             bound = stmt.value
     return bound if bound is not None else guard.test
 
@@ -112,7 +116,9 @@ def dispatches(tree: ast.Module, cls_name: str) -> list[Dispatch]:
     cls = find_class(tree, cls_name)
     if cls is None:
         return []
-    latents = {ast.dump(c.args[0]) for c in probes._calls(cls.body) if probes._is_expansion(c) and c.args}
+    latents = {
+        ast.dump(c.args[0]) for c in probes._calls(cls.body) if probes._is_expansion(c) and c.args
+    }
     found = []
     for fn in _methods(cls):
         scope = scanner._Function(fn)
@@ -127,7 +133,11 @@ def dispatches(tree: ast.Module, cls_name: str) -> list[Dispatch]:
             continue
         decision = _decision(fn, guards[0].node)
         lengths = set(scope.lengths)
-        found.append(Dispatch(f"{cls_name}.{fn.name}", fn, decision, guards, lengths, _length_bases(fn, lengths)))
+        found.append(
+            Dispatch(
+                f"{cls_name}.{fn.name}", fn, decision, guards, lengths, _length_bases(fn, lengths)
+            )
+        )
     return found
 
 
@@ -141,7 +151,11 @@ def length_names(node: ast.AST, lengths: set[str]) -> list[ast.Name]:
 def _imported_from(tree: ast.Module, name: str, path: Path) -> Path | None:
     """The file that `from .x import name` (relative) in tree brings name from."""
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level >= 1 and any(a.name == name and a.asname is None for a in node.names):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level >= 1
+            and any(a.name == name and a.asname is None for a in node.names)
+        ):
             folder = path.parent
             for _ in range(node.level - 1):
                 folder = folder.parent
@@ -154,9 +168,16 @@ def _imported_from(tree: ast.Module, name: str, path: Path) -> Path | None:
 
 def _optional_param(fn: ast.FunctionDef) -> str | None:
     args = fn.args.posonlyargs + fn.args.args
-    defaults = dict(zip([a.arg for a in args][len(args) - len(fn.args.defaults):], fn.args.defaults, strict=True))
+    defaults = dict(
+        zip(
+            [a.arg for a in args][len(args) - len(fn.args.defaults) :],
+            fn.args.defaults,
+            strict=True,
+        )
+    )
     hits = [
-        a.arg for a in args
+        a.arg
+        for a in args
         if (isinstance(defaults.get(a.arg), ast.Constant) and defaults[a.arg].value is None)
         or (a.annotation is not None and "Optional" in ast.unparse(a.annotation))
     ]
@@ -169,12 +190,16 @@ def helpers(tree: ast.Module, path: Path, dispatch: Dispatch) -> list[Helper]:
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
             continue
         name = call.func.id
-        local = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        local = next(
+            (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None
+        )
         where = path if local is not None else _imported_from(tree, name, path)
         if where is None:
             continue
         htree = tree if local is not None else ast.parse(where.read_text(encoding="utf-8"))
-        fn = local or next((n for n in htree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        fn = local or next(
+            (n for n in htree.body if isinstance(n, ast.FunctionDef) and n.name == name), None
+        )
         if fn is None:
             continue
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
