@@ -178,6 +178,7 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, run_cli):
         (("--arm", "nope"), "nope"),
         (("--suite", "nope"), "nope"),
         (("--operator", "nope"), "invalid choice"),
+        (("--mutant", "no such mutant"), "--mutant: no mutant id matches no such mutant"),
     ):
         proc = run_cli(
             "mutate", "--matrix", m, "--out", tmp_path / "o", *args, cache=tmp_path / "c"

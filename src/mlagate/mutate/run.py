@@ -110,6 +110,8 @@ def generate(
         found = [
             m for m in found if any(m.id == p or fnmatch.fnmatchcase(m.id, p) for p in opts.mutants)
         ]
+        if not found:
+            raise execute.UsageError(f"--mutant: no mutant id matches {', '.join(opts.mutants)}")
     return found
 
 
