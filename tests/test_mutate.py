@@ -179,6 +179,7 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, run_cli):
         (("--suite", "nope"), "nope"),
         (("--operator", "nope"), "invalid choice"),
         (("--mutant", "no such mutant"), "--mutant: no mutant id matches no such mutant"),
+        (("--costs", "/nonexistent/costs.json"), "/nonexistent/costs.json: not a readable cost table"),
     ):
         proc = run_cli(
             "mutate", "--matrix", m, "--out", tmp_path / "o", *args, cache=tmp_path / "c"
@@ -434,3 +435,15 @@ def test_derived_matrix_adds_one_arm_per_mutant_without_yaml_aliases(tmp_path):
         and arm.role == "patched"
     )
     assert "fake-patched.mut-0123456789" in derived.modules["fake/good"].arms
+
+
+def test_suite_order_follows_the_cost_table():
+    from mlagate import shard
+
+    m = matrix.load(FIXTURES / "fake-mutate.yaml")
+    opts = run.Options()
+    bundled = run.suite_order(m, opts, shard.load_costs())
+    assert bundled == ["l1_unchanged", "dispatch"]  # 0.7 s and 4 s a case in the shipped table
+    flipped = shard.Costs({"dispatch": {"default": 0.1}, "l1_unchanged": {"default": 9.0}})
+    assert run.suite_order(m, opts, flipped) == ["dispatch", "l1_unchanged"]
+    assert run.suite_order(m, run.Options(suites=("dispatch",)), flipped) == ["dispatch"]

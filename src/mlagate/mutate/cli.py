@@ -61,6 +61,12 @@ def add_parser(sub, common, workers) -> None:
         "-n", "--workers", type=workers, default=1, help="pytest-xdist workers per round, or auto"
     )
     p.add_argument(
+        "--costs",
+        type=Path,
+        default=None,
+        help="cost table that orders the suites, cheapest first (default: the bundled costs.json)",
+    )
+    p.add_argument(
         "--profile", default=None, help="profile (default: the runner's in the matrix, else quick)"
     )
     p.add_argument(
@@ -103,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         backend,
         runner,
     )
-    doc = run.mutate(matrix, opts, shard.load_costs())
+    doc = run.mutate(matrix, opts, shard.load_costs(args.costs))
     print(killmatrix.text(doc))
     print(f"kill matrix: {args.out / killmatrix.FILE}  page: {args.out / 'kill-matrix.html'}")
     c = doc["counts"]
