@@ -29,6 +29,7 @@ from mlagate import (
 from mlagate import arms as arms_mod
 from mlagate.gate import backends, outcomes
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
+from mlagate.mutate import cli as mutate_cli
 from mlagate.plan import PlanError, Selection
 
 
@@ -140,6 +141,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=Path, default=None, help="history directory: add this commit to it and rebuild its index")
     p.add_argument("--commit", default=None, help="commit id (default: $GITHUB_SHA, else the checkout's HEAD, else 'unknown')")
     p.add_argument("--rerender", action="store_true", help="with --history: re-render every commit page from its merged.json")
+    p.add_argument("--mutation", type=Path, default=None, help="add the kill matrix of mlagate mutate (its kill-matrix.json) to the page")
+
+    mutate_cli.add_parser(sub, _common, _workers)
     return ap
 
 
@@ -235,7 +239,7 @@ def _scan(args) -> int:
 def _report(args) -> int:
     if args.rerender and args.history is None:
         raise report.ReportError("--rerender: needs --history")
-    outcome = report.build(args.sources, args.out, args.history, args.commit, args.rerender)
+    outcome = report.build(args.sources, args.out, args.history, args.commit, args.rerender, mutation=args.mutation)
     c = outcome.merged["counts"]
     print(f"report: {outcome.out / 'index.html'} ({len(outcome.merged['results'])} results: {c['pass']} passed, {c['fail']} failed, "
           f"{c['invalid']} invalid, {c['argued']} argued-not-measured; {len(outcome.plots)} plots)")
@@ -259,6 +263,8 @@ def _head(args) -> None:
 
 
 def _dispatch(args) -> int:
+    if args.command == "mutate":
+        return mutate_cli.main(args)
     if args.command == "report":
         return _report(args)
     if args.command == "scan":

@@ -194,6 +194,15 @@ class Allow:
 
 
 @dataclass(frozen=True)
+class EquivalentMutant:
+    """A mutant argued equivalent (`mutants: equivalent:`): arm, mutant id (a glob) and why."""
+
+    arm: str
+    mutant: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Matrix:
     path: Path
     version: int
@@ -207,6 +216,7 @@ class Matrix:
     profiles: Mapping[str, Profile]
     allowlist: tuple[Allow, ...] = ()
     expectations: tuple[Expectation, ...] = ()
+    equivalent_mutants: tuple[EquivalentMutant, ...] = ()  # mlagate mutate: argued, never run
 
     def arms_for(self, module: Module) -> list[Arm]:
         chosen = module.arms if module.arms is not None else tuple(self.arms)
@@ -352,7 +362,7 @@ def parse(text: str, path: Path) -> Matrix:
     root = r.mapping(
         _compose(text, file),
         "<root>",
-        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist", "expectations"},
+        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist", "expectations", "mutants"},
         {"version", "runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"},
     )
     version = r.req(root, "version", "<root>", int)
@@ -572,6 +582,7 @@ def parse(text: str, path: Path) -> Matrix:
         geometries=MappingProxyType(geometries), modules=MappingProxyType(modules), checkpoints=MappingProxyType(checkpoints),
         suites=MappingProxyType(suites), runners=MappingProxyType(runners), profiles=MappingProxyType(profiles), allowlist=tuple(allowlist),
         expectations=expectations,
+        equivalent_mutants=_equivalent_mutants(r, root.get("mutants"), arms),
     )
 
 
@@ -618,6 +629,27 @@ def _expectations(r: _Reader, node: _Node | None, suites, modules, arms, geometr
             raise r.fail(item, key, "duplicate expectation (same suite, module, arm, geometry and backend)")
         out.append(exp)
     return tuple(out)
+
+
+def _equivalent_mutants(r: _Reader, node: _Node | None, arms: dict) -> tuple[EquivalentMutant, ...]:
+    """`mutants: {equivalent: [{arm, mutant, reason}]}`; mutant is an id or a glob over ids."""
+    if node is None or node.value is None:
+        return ()
+    m = r.mapping(node, "mutants", {"equivalent"}, set())
+    if "equivalent" not in m or m["equivalent"].value is None:
+        return ()
+    if not isinstance(m["equivalent"].value, list):
+        raise r.fail(m["equivalent"], "mutants.equivalent", "expected a list")
+    found = []
+    for i, item in enumerate(m["equivalent"].value):
+        key = f"mutants.equivalent[{i}]"
+        e = r.mapping(item, key, {"arm", "mutant", "reason"}, {"arm", "mutant", "reason"})
+        arm = r.req(e, "arm", key, str)
+        if arm not in arms:
+            raise r.fail(e["arm"], f"{key}.arm", f"unknown arm {arm!r}")
+        reason = r.req(e, "reason", key, str, check=lambda x: bool(x.strip()), what="a non-empty reason")
+        found.append(EquivalentMutant(arm, r.req(e, "mutant", key, str, check=lambda x: bool(x.strip()), what="a mutant id or glob"), reason))
+    return tuple(found)
 
 
 def thaw(value: Any) -> Any:

@@ -586,6 +586,10 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
             out.append(f'<figure class="plot" data-plot="{esc(p.kind)}" id="plot-{esc(p.slug)}">{p.svg}'
                        + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
         out.append("</div>")
+    if merged.get("mutation"):
+        from mlagate.mutate import killmatrix  # the kill-matrix section (mlagate mutate)
+
+        out.append(killmatrix.section(merged["mutation"]))
     out.append('<h2 id="s-env">Environment</h2>')
     out.append(machines_table(merged.get("machines") or []))
     out.append(environments(rows))
@@ -644,12 +648,16 @@ def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
     return gaps
 
 
-def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False) -> Outcome:
+def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False,
+          mutation: Path | None = None) -> Outcome:
     """Load, merge and render; with history, add this commit to it and rebuild the index."""
     from mlagate import history as history_mod
 
     if not sources:
         raise ReportError("report: give one or more result folders, archives or merged.json files")
+    from mlagate.mutate import killmatrix  # --mutation: the kill matrix of mlagate mutate, read first
+
+    mutation_doc = killmatrix.load(mutation) if mutation is not None else None
     loaded = [(str(p), load_source(p)) for p in sources]
     gaps = merge_gaps(sources)
     sha, when = git_commit()
@@ -668,6 +676,8 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
     if machines:
         merged["machines"] = machines
+    if mutation_doc is not None:
+        merged["mutation"] = mutation_doc
     link = None
     if history is not None:
         link = os.path.relpath(Path(history) / "index.html", Path(out))

@@ -1,0 +1,1 @@
+"""mlagate mutate: mutants of the patched dispatch code, run through the correctness suites."""

@@ -1,0 +1,242 @@
+"""The kill matrix: a versioned JSON document (one loader), a terminal table and an HTML section.
+
+Statuses, one per mutant:
+- killed: a suite whose case passes on the unmutated arm fails on the mutant (killed_by
+  names the suites, the first is the cheapest that killed it);
+- survived: every such case still passes;
+- only invalid: no such case failed, some were invalid (the harness could not measure);
+- no control: no case of any suite run passes on the unmutated arm, so nothing can kill it;
+- equivalent: argued equivalent in matrix.yaml (`mutants: equivalent:`), not run.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections import Counter
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from mlagate.execute import UsageError
+
+SCHEMA = "mlagate.mutate/1"
+STATUSES = ("killed", "survived", "only invalid", "no control", "equivalent")
+FILE = "kill-matrix.json"
+
+KillMatrix = dict
+
+
+class KillMatrixError(UsageError):
+    """A kill matrix file that cannot be read; one line naming the file."""
+
+
+def _status(entry) -> str:
+    if entry.killed_by:
+        return "killed"
+    if entry.invalid_in:
+        return "only invalid"
+    return "survived" if entry.controls else "no control"
+
+
+def replay(matrix_path: Path, arm: str, module: str, mutant_id: str) -> str:
+    return shlex.join(
+        [
+            "mlagate",
+            "mutate",
+            "--matrix",
+            str(matrix_path),
+            "--arm",
+            arm,
+            "--module",
+            module,
+            "--mutant",
+            mutant_id,
+            "--all",
+        ]
+    )
+
+
+def build(
+    matrix,
+    opts,
+    mutants,
+    argued: dict,
+    entries: dict,
+    order: list[str],
+    rounds: list[dict],
+    seconds: float,
+) -> KillMatrix:
+    rows = []
+    for m in mutants:
+        row = {
+            **m.to_json(),
+            "status": "equivalent",
+            "killed_by": [],
+            "invalid_in": [],
+            "controls": 0,
+            "seconds": 0.0,
+            "reason": argued.get((m.arm, m.id), ""),
+            "replay": replay(matrix.path, m.arm, m.module, m.id),
+        }
+        e = entries.get((m.arm, m.id))
+        if e is not None:
+            row.update(
+                status=_status(e),
+                killed_by=e.killed_by,
+                invalid_in=e.invalid_in,
+                controls=e.controls,
+                seconds=round(e.seconds, 2),
+                mutant_arm=e.arm_id,
+            )
+        rows.append(row)
+    ran = [r for r in rows if r["status"] != "equivalent"]
+    return {
+        "schema": SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "matrix": str(matrix.path),
+        "profile": opts.profile,
+        "backend": opts.backend,
+        "runner": opts.runner,
+        "all": opts.all,
+        "workers": opts.workers,
+        "suites": order,
+        "rounds": rounds,
+        "seconds": round(seconds, 1),
+        "seconds_per_mutant": round(seconds / len(ran), 1) if ran else 0.0,
+        "counts": {s: sum(r["status"] == s for r in rows) for s in STATUSES} | {"total": len(rows)},
+        "by_operator": {
+            op: dict(Counter(r["status"] for r in rows if r["operator"] == op))
+            for op in sorted({r["operator"] for r in rows})
+        },
+        "first_kills": dict(Counter(r["killed_by"][0] for r in rows if r["killed_by"])),
+        "mutants": rows,
+    }
+
+
+def write(doc: KillMatrix, out: Path, partial: bool = False) -> Path:
+    """OUT/kill-matrix.json and its page; partial: written after a round, more rounds to come."""
+    doc["complete"] = not partial
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / FILE
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    (out / "kill-matrix.html").write_text(page(doc), encoding="utf-8")
+    return path
+
+
+def set_aside(out: Path) -> Path | None:
+    """Move an earlier run's kill matrix to OUT/previous/<time>/ (a replay into the same OUT
+    must not overwrite the whole matrix); nothing is deleted."""
+    if not (out / FILE).is_file():
+        return None
+    target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (FILE, "kill-matrix.html"):
+        if (out / name).is_file():
+            (out / name).rename(target / name)
+    return target
+
+
+def load(path: Path) -> KillMatrix:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise KillMatrixError(f"{path}: not a readable kill matrix ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else None
+        raise KillMatrixError(f"{path}: schema is {got!r}, expected {SCHEMA}")
+    if not isinstance(doc.get("mutants"), list) or any(
+        not isinstance(m, dict) or m.get("status") not in STATUSES for m in doc["mutants"]
+    ):
+        raise KillMatrixError(
+            f"{path}: mutants: expected a list of mutants with a status among {', '.join(STATUSES)}"
+        )
+    return doc
+
+
+def cell(rows: list[dict]) -> str:
+    """One module x operator cell: each mutant's first killing suite, or its status in capitals."""
+    labels = Counter(r["killed_by"][0] if r["killed_by"] else r["status"].upper() for r in rows)
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(labels.items()))
+
+
+def grid(doc: KillMatrix) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    ops = sorted({m["operator"] for m in doc["mutants"]})
+    keys = sorted({(m["arm"], m["module"]) for m in doc["mutants"]})
+    body = []
+    for arm, module in keys:
+        mine = [m for m in doc["mutants"] if (m["arm"], m["module"]) == (arm, module)]
+        body.append(
+            (f"{arm} {module}", [cell([m for m in mine if m["operator"] == op]) for op in ops])
+        )
+    return ops, body
+
+
+def text(doc: KillMatrix) -> str:
+    ops, body = grid(doc)
+    width = max([len(k) for k, _ in body] + [10])
+    lines = [f"{'arm module':{width}}  " + "  ".join(ops)]
+    for key, cells in body:
+        lines.append(f"{key:{width}}  " + "  ".join(c or "-" for c in cells))
+    c = doc["counts"]
+    if not doc.get("complete", True):
+        lines.append(
+            f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not killed yet is not survived"
+        )
+    lines.append(
+        f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, {c['only invalid']} only invalid, "
+        f"{c['no control']} without a control, {c['equivalent']} argued equivalent; {doc['seconds']} s"
+    )
+    for m in doc["mutants"]:
+        if m["status"] in ("survived", "only invalid", "no control"):
+            lines.append(f"{m['status'].upper()}: {m['id']}\n  replay: {m['replay']}")
+    return "\n".join(lines)
+
+
+def markdown(doc: KillMatrix) -> str:
+    """The kill matrix and its counts as Markdown tables (docs/mutation.md is made from it)."""
+    ops, body = grid(doc)
+    esc = lambda t: t.replace("|", "\\|")  # noqa: E731
+    lines = ["| arm, module | " + " | ".join(ops) + " |", "|---" * (len(ops) + 1) + "|"]
+    lines += [
+        "| " + esc(key) + " | " + " | ".join(esc(c) or "-" for c in cells) + " |"
+        for key, cells in body
+    ]
+    lines += ["", "| operator | " + " | ".join(STATUSES) + " |", "|---" * (len(STATUSES) + 1) + "|"]
+    lines += [
+        f"| {op} | " + " | ".join(str(n.get(s, 0)) for s in STATUSES) + " |"
+        for op, n in doc["by_operator"].items()
+    ]
+    lines += [
+        "",
+        "| suite | first kills | round: mutants | cases | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    first = doc["first_kills"]
+    lines += [
+        f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | {r['seconds']} |"
+        for r in doc["rounds"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def section(doc: KillMatrix) -> str:
+    """The kill-matrix section of the report page (HTML, escaped by the template)."""
+    ops, body = grid(doc)
+    return _ENV.get_template("killmatrix.html.j2").render(doc=doc, ops=ops, body=body)
+
+
+def page(doc: KillMatrix) -> str:
+    return _ENV.get_template("page.html.j2").render(section=Markup(section(doc)))
