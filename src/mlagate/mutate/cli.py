@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from mlagate import execute, shard
-from mlagate.matrix import default_path, load
+from mlagate.gate import backends
+from mlagate.matrix import BACKENDS, default_path, load
 from mlagate.mutate import killmatrix, operators, run
-from mlagate.plugin import default_backend, default_runner
 
 
 def add_parser(sub, common, workers) -> None:
@@ -71,9 +71,9 @@ def add_parser(sub, common, workers) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=("cpu", "gpu"),
+        choices=BACKENDS,
         default=None,
-        help="MLX backend (default: gpu on macOS, else cpu)",
+        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend)",
     )
     p.add_argument(
         "--runner",
@@ -84,12 +84,15 @@ def add_parser(sub, common, workers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     matrix = load(args.matrix or default_path())
-    backend = args.backend or default_backend()
-    runner = args.runner or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend)
-    if runner not in matrix.runners:
+    asked = args.runner or os.environ.get("MLAGATE_RUNNER")
+    if asked and asked not in matrix.runners:
         raise execute.UsageError(
-            f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})"
+            f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})"
         )
+    try:
+        runner, backend = backends.resolve(matrix, asked, args.backend)
+    except backends.BackendError as exc:
+        raise execute.UsageError(str(exc)) from None
     profile = args.profile or matrix.runners[runner].profile or "quick"
     if profile not in matrix.profiles:
         raise execute.UsageError(
