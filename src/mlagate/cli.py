@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, health, merge, report, results, scanner, shard
+from mlagate import execute, findings, health, merge, packs, report, results, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -66,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
     p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
     p.add_argument("--keys", action="store_true", help="only print each arm's cache key, installing nothing (the arms runners/cleanup.sh keeps)")
+    p.add_argument("--verify", action="store_true", help="check each installed arm against its content manifest, installing nothing; exit 1 when one changed")
 
     p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
     _common(p)
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
+    except (MatrixError, execute.UsageError, PlanError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError,
+            packs.PackError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -200,6 +202,27 @@ def _report(args) -> int:
     return 0
 
 
+def _verify_arms(matrix, args) -> int:
+    """One line per arm of the matrix: ok, not installed, or what changed."""
+    Selection(arms=tuple(args.arm)).check(matrix)
+    root = args.cache or arms_mod.cache_root()
+    changed = 0
+    for arm in matrix.arms.values():
+        if args.arm and arm.id not in args.arm:
+            continue
+        folder = root / "arms" / arms_mod.arm_key(arm)
+        if not (folder / "arm.json").is_file():
+            print(f"{arm.id:28} not installed")
+            continue
+        try:
+            packs.verify(folder)
+            print(f"{arm.id:28} ok  {folder}")
+        except packs.PackError as exc:
+            changed += 1
+            print(f"{arm.id:28} CHANGED  {exc}")
+    return 1 if changed else 0
+
+
 def _dispatch(args) -> int:
     if args.command == "report":
         return _report(args)
@@ -233,6 +256,8 @@ def _dispatch(args) -> int:
             keys = arms_mod.import_cache(args.import_, args.cache)
             print(f"imported {len(keys)} arms from {args.import_}")
         matrix = load(args.matrix or default_path())
+        if args.verify:
+            return _verify_arms(matrix, args)
         if args.keys:
             Selection(arms=tuple(args.arm)).check(matrix)
             for arm in matrix.arms.values():

@@ -30,6 +30,7 @@ def installs_for(matrix: Matrix, selection: Selection, cache: Path | None = None
     wanted = sorted(wanted | {matrix.arms[a].baseline for a in wanted if matrix.arms[a].baseline})
     try:
         installs = arms_mod.materialise_all(matrix, wanted, cache)
+        arms_mod.verify_all(installs)
     except arms_mod.ArmError as exc:
         raise UsageError(str(exc)) from None
     check_modules(matrix, installs)
