@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import results, shard
+from mlagate import lifeline, results, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -135,9 +135,9 @@ def set_aside(out: Path) -> Path | None:
     earlier = out / "results"
     if not earlier.is_dir() or not any(earlier.glob("*.json")):
         return None
-    target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    earlier.rename(target)
+    (out / "previous").mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime()), dir=out / "previous"))
+    earlier.rename(target)  # over the empty folder just made: a name no other run can hold
     print(f"mlagate: earlier results in {earlier} moved to {target}", file=sys.stderr)
     return target
 
@@ -162,6 +162,7 @@ def run(
     refuse_gaps(matrix, outcome.gaps)
     cases = outcome.cases
     set_aside(out)
+    run_id = lifeline.new_run_id()
     case_file = None
     if shard_spec is not None:
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
@@ -199,10 +200,10 @@ def run(
             args += ["-p", "mlagate.plugin"]
         args += pytest_args or []
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-        code = subprocess.call(args, env={**env, "PYTHONUNBUFFERED": "1"})
+        code = lifeline.call(args, {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id})
         codes[kind] = code
         if code not in (0, 1, 5):
             raise UsageError(f"pytest stopped with exit status {code} running the {kind} suites (see its output above)")
     wanted = {c.id for c in cases}
-    rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
+    rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted and r.get("run_id") == run_id]
     return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes)

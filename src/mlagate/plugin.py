@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from mlagate import arms as arms_mod
-from mlagate import crossover, results
+from mlagate import crashes, crossover, lifeline, results
+from mlagate.crashes import pytest_handlecrashitem  # noqa: F401 - an xdist hook, found here by pytest
 from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
 from mlagate.matrix import default_path as default_matrix
 from mlagate.matrix import load as load_matrix
@@ -130,6 +131,8 @@ def default_runner(matrix: Matrix, backend: str) -> str:
 
 
 def pytest_configure(config):
+    lifeline.watch_parent()  # under mlagate run: die with it (mlagate.lifeline)
+    crashes.note_worker_pid(config)
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
     config.addinivalue_line("markers", "mla_checkpoints: the suite runs a real checkpoint where the runner holds one (CaseRun.checkpoint_path)")
     config._mlagate = None

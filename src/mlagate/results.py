@@ -33,6 +33,7 @@ class Result:
     started: float = field(default_factory=time.time)
     duration_s: float = 0.0
     stderr: str = ""
+    run_id: str | None = field(default_factory=lambda: os.environ.get("MLAGATE_RUN_ID"))  # set by mlagate run
 
     def to_json(self) -> dict:
         c = self.case
@@ -60,6 +61,7 @@ class Result:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "duration_s": round(self.duration_s, 3),
             "stderr": self.stderr,
+            "run_id": self.run_id,
         }
 
 
