@@ -89,3 +89,36 @@ def test_set_aside_names_never_collide(tmp_path):
         (out / "results" / "a.json").write_text("{}")
         moved.add(execute.set_aside(out))
     assert len(moved) == 5 and all((p / "a.json").exists() for p in moved)
+
+
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def test_an_xdist_worker_crash_makes_the_case_invalid_with_logs_and_replay(fake_matrix, fake_cache, tmp_path):
+    _slow(fake_matrix)
+    out = tmp_path / "out"
+    env = {**os.environ, "MLAGATE_CACHE": str(fake_cache)}
+    cmd = [sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--module", "fake/good", "-n", "2", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("logs/worker-*.log")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)  # a case is in flight on each worker
+    pytest_main = [p for p in _children_of(proc.pid) if _ppid(p) == proc.pid]
+    xdist = [p for p in _children_of(proc.pid) if _ppid(p) in pytest_main]  # arm workers are a level below
+    assert xdist, "found the xdist workers"
+    os.kill(xdist[0], signal.SIGKILL)
+    stdout, _ = proc.communicate(timeout=300)
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    crashed = [r for r in rows if "crashed running this case" in r["reason"]]
+    assert len(crashed) == 1, stdout[-2000:]
+    (row,) = crashed
+    assert row["verdict"] == "invalid" and row["replay"].startswith("mlagate run") and "crashed" in row["stderr"]
+    assert "--- worker-" in row["stderr"], "the tail of the crashed worker's arm-worker log"
+    assert f"replay {row['case_id']}: {row['replay']}" in stdout
