@@ -36,10 +36,14 @@ def test_a_crafted_history_folder_renders_inert(tmp_path, capsys):
     (hist / "c03").mkdir()
     (hist / "c03" / "merged.json").write_text(json.dumps(report.merge([("run", _commit_rows(2.0))], "c03")))
     fig = {"schema": history.FIGURES_SCHEMA, "figures_version": sorted(history.FIGURES), "commit": "c03",
-           "commit_time": PAYLOADS[1], "counts": {"pass": PAYLOADS[0]}, "figures": {}}
+           "commit_time": PAYLOADS[1], "counts": {"pass": 1}, "figures": {}}
     (hist / "c03" / "figures.json").write_text(json.dumps(fig))
     later = time.time() + 5
     os.utime(hist / "c03" / "figures.json", (later, later))
+    merged = report.merge([("run", _commit_rows(2.0))], "c04")
+    merged["counts"]["pass"] = PAYLOADS[0]  # markup where a count belongs
+    (hist / "c04").mkdir()
+    (hist / "c04" / "merged.json").write_text(json.dumps(merged))
     (hist / "broken").mkdir()
     (hist / "broken" / "merged.json").write_text("{not json")
     out = history.render_index(hist)
@@ -48,7 +52,8 @@ def test_a_crafted_history_folder_renders_inert(tmp_path, capsys):
     assert 'href="c00/index.html"' in html and 'href="c01/index.html"' in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # the module name is shown, escaped
     err = capsys.readouterr().err
-    for folder in ("javascript:alert(1)", "plain", "c03", "broken"):
+    assert 'href="c03/index.html"' in html and "&quot;&gt;&lt;script&gt;" in html  # its commit time, escaped
+    for folder in ("javascript:alert(1)", "plain", "c04", "broken"):
         assert f"history folder {hist / folder} skipped" in err
     assert "Traceback" not in err
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import execute, findings, health, merge, packs, report, results, scanner, shard
+from mlagate import bounds, execute, findings, health, merge, packs, report, results, scanner, shard
 from mlagate.matrix import MatrixError, default_path, load
 from mlagate.plan import PlanError, Selection
 from mlagate.plugin import default_backend, default_runner
@@ -202,6 +202,17 @@ def _report(args) -> int:
     return 0
 
 
+def _check_outputs(args) -> None:
+    """Every output path named on the command line can be written, before anything runs."""
+    if args.command in ("run", "merge", "report"):
+        bounds.out_dir(args.out)
+    if args.command == "report" and args.history is not None:
+        bounds.out_dir(args.history, "--history")
+    for flag, attr in (("--out", "out"), ("--manifest", "manifest"), ("--export", "export")):
+        if args.command in ("costs", "plan", "arms") and getattr(args, attr, None) is not None:
+            bounds.out_file(getattr(args, attr), flag)
+
+
 def _verify_arms(matrix, args) -> int:
     """One line per arm of the matrix: ok, not installed, or what changed."""
     Selection(arms=tuple(args.arm)).check(matrix)
@@ -224,6 +235,7 @@ def _verify_arms(matrix, args) -> int:
 
 
 def _dispatch(args) -> int:
+    _check_outputs(args)
     if args.command == "report":
         return _report(args)
     if args.command == "scan":
@@ -289,6 +301,7 @@ def _dispatch(args) -> int:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
+    bounds.gpu_backend(backend)
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     outcome = execute.run(matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache, aa=args.aa, shard_spec=spec, costs=costs, cpu=args.cpu)

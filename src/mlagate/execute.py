@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import lifeline, results, shard
+from mlagate import bounds, lifeline, results, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -112,6 +112,7 @@ def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | Non
             cases = expand(matrix, Selection(), prof, runner.mlx_backend, label, installs)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
+        bounds.shards(shards, sum(kinds[c.suite] == "correctness" for c in cases), "--shards")
         plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.mlx_backend, label)
         plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.mlx_backend, label)
     return plan
@@ -165,6 +166,7 @@ def run(
     run_id = lifeline.new_run_id()
     case_file = None
     if shard_spec is not None:
+        bounds.shards(shard_spec[1], len(outcome.cases), "--shard")
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
         cases = shard.assign(outcome.cases, shard_spec[1], kinds, costs or shard.load_costs())[shard_spec[0] - 1]
         out.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import plots, report, results, stats
+from mlagate import documents, plots, report, results, stats
 
 FIGURES_SCHEMA = "mlagate.figures/1"
 # a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'
@@ -78,11 +78,11 @@ def _figures(folder: Path) -> dict | None:
         return None
     if fig_path.exists() and fig_path.stat().st_mtime >= merged_path.stat().st_mtime:
         try:
-            data = json.loads(fig_path.read_text(encoding="utf-8"))
-            if data.get("schema") == FIGURES_SCHEMA and data.get("figures_version") == sorted(FIGURES):
+            data = documents.load(fig_path, "figures")
+            if data.get("figures_version") == sorted(FIGURES):
                 return data
-        except (OSError, json.JSONDecodeError):
-            pass
+        except documents.DocumentError:
+            pass  # recomputed from merged.json below
     merged = report.load_merged(merged_path)
     data = {"schema": FIGURES_SCHEMA, "figures_version": sorted(FIGURES), "commit": merged["commit"], "commit_time": merged.get("commit_time"),
             "counts": merged["counts"], "figures": key_figures(merged["results"])}

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from mlagate import documents
+
 CONTENT = "content.json"
 CONTENT_SCHEMA = "mlagate.arm-content/1"
 KEY = re.compile(r"^[0-9a-f]{20}$")
@@ -83,18 +85,12 @@ def write_content(arm_dir: Path) -> dict[str, str]:
 
 def read_content(arm_dir: Path) -> dict[str, str]:
     path = arm_dir / CONTENT
+    if not path.exists():
+        raise PackError(f"{path}: no content manifest")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PackError(f"{path}: no content manifest") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise PackError(f"{path}: unreadable content manifest ({type(exc).__name__})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != CONTENT_SCHEMA:
-        raise PackError(f"{path}: schema: expected {CONTENT_SCHEMA}")
-    files = doc.get("files")
-    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-        raise PackError(f"{path}: files: expected a mapping of names to sha256 digests")
-    return files
+        return documents.load(path, "arm-content")["files"]
+    except documents.DocumentError as exc:
+        raise PackError(str(exc)) from None
 
 
 def verify(arm_dir: Path) -> None:
