@@ -122,6 +122,9 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
     arms_dir = root / "arms"
     arms_dir.mkdir(parents=True, exist_ok=True)
     key = arm_key(arm)
+    for shared in readonly_roots():
+        if _installed(shared / "arms" / key):
+            return _read(arm, runtime, shared / "arms" / key)  # checked at run start (verify_all)
     final = arms_dir / key
     if _installed(final):
         return _read(arm, runtime, final)
@@ -142,6 +145,12 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return _read(arm, runtime, final)
+
+
+def readonly_roots() -> list[Path]:
+    """Arm caches to use but never write ($MLAGATE_ARMS_READONLY, ':'-separated): on a runner,
+    the main branch's verified arms, read by pull-request jobs that install into a cache of their own."""
+    return [Path(p) for p in os.environ.get("MLAGATE_ARMS_READONLY", "").split(os.pathsep) if p]
 
 
 def _installed(final: Path) -> bool:
