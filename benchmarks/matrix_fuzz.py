@@ -33,8 +33,14 @@ def _limit():
 def _cli(path: Path, cache: Path) -> list[str]:
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "mlagate", "plan", "--matrix", str(path)], capture_output=True,
-                              text=True, timeout=20, preexec_fn=_limit, env={**os.environ, "MLAGATE_CACHE": str(cache)})
+        proc = subprocess.run(
+            [sys.executable, "-m", "mlagate", "plan", "--matrix", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            preexec_fn=_limit,
+            env={**os.environ, "MLAGATE_CACHE": str(cache)},
+        )
     except subprocess.TimeoutExpired:
         return ["hang past 20 s"]
     problems = []
@@ -67,7 +73,11 @@ def main() -> None:
         accepted = not found and _loads(work / "m.yaml")
         cats[v.category]["accepted" if accepted else "refused"] += 1
         problems += [f"{v.category} / {v.name}: {p}" for p in found]
-        if v.must_refuse and len(cli_sample) < args.cli and i % max(1, args.variants // args.cli) == 0:
+        if (
+            v.must_refuse
+            and len(cli_sample) < args.cli
+            and i % max(1, args.variants // args.cli) == 0
+        ):
             path = work / f"cli-{i}.yaml"
             path.write_bytes(v.data)
             cli_sample.append((f"{v.category} / {v.name}", path))
@@ -76,10 +86,24 @@ def main() -> None:
     cli_problems = [f"{name}: {p}" for name, path in cli_sample for p in _cli(path, work / "cache")]
     for cat, counts in sorted(cats.items()):
         print(json.dumps({"category": cat, **counts}))
-    print(json.dumps({"variants": args.variants, "seed": args.seed, "in_process_s": round(in_process_s, 1),
-                      "slowest_variant_s": round(slowest, 3), "problems": problems[:20], "n_problems": len(problems),
-                      "cli_runs": len(cli_sample), "cli_problems": cli_problems[:20], "n_cli_problems": len(cli_problems),
-                      "children_max_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}))
+    print(
+        json.dumps(
+            {
+                "variants": args.variants,
+                "seed": args.seed,
+                "in_process_s": round(in_process_s, 1),
+                "slowest_variant_s": round(slowest, 3),
+                "problems": problems[:20],
+                "n_problems": len(problems),
+                "cli_runs": len(cli_sample),
+                "cli_problems": cli_problems[:20],
+                "n_cli_problems": len(cli_problems),
+                "children_max_rss_mb": round(
+                    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+                ),
+            }
+        )
+    )
 
 
 def _loads(path: Path) -> bool:

@@ -48,14 +48,30 @@ BAD_VALUES = {
     "runtime": ["nosuch", "1"],
     "import": ["1", "not a path", "os.path"],
 }
-TAGS = ["!!int abc", "!!python/name:os.system", "!!python/object/apply:os.system ['true']", "!custom x",
-        "!!binary aGVsbG8=", "!!timestamp 2020-01-01", "!!set {a, b}", "!!float nope", "!!omap [a: 1]",
-        "2026-01-01", "!!int 0x" + "f" * 40, "! plain"]
+TAGS = [
+    "!!int abc",
+    "!!python/name:os.system",
+    "!!python/object/apply:os.system ['true']",
+    "!custom x",
+    "!!binary aGVsbG8=",
+    "!!timestamp 2020-01-01",
+    "!!set {a, b}",
+    "!!float nope",
+    "!!omap [a: 1]",
+    "2026-01-01",
+    "!!int 0x" + "f" * 40,
+    "! plain",
+]
 BYTES = [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80", b"\xfe\xff"]
 CONTROL = [b"\x00", b"\x07", b"\x1b", b"\x7f\x00"]
 
 
-FREE_FORM = {"config", "deep", "geometry_keys", "gates"}  # mappings of any keys (gates: typed by the suites)
+FREE_FORM = {
+    "config",
+    "deep",
+    "geometry_keys",
+    "gates",
+}  # mappings of any keys (gates: typed by the suites)
 
 
 def _ancestors(lines: list[str], i: int) -> set[str]:
@@ -75,7 +91,9 @@ def _lines(text: str, key: str) -> list[int]:
     """Lines where key holds a value outside the free-form mappings."""
     pat = re.compile(rf"^\s*{re.escape(key)}:\s*\S")
     lines = text.splitlines()
-    return [i for i, ln in enumerate(lines) if pat.match(ln) and not _ancestors(lines, i) & FREE_FORM]
+    return [
+        i for i, ln in enumerate(lines) if pat.match(ln) and not _ancestors(lines, i) & FREE_FORM
+    ]
 
 
 def _set_value(text: str, line_no: int, value: str) -> str:
@@ -88,7 +106,11 @@ def _set_value(text: str, line_no: int, value: str) -> str:
 def _value_line(rng: random.Random, text: str) -> int:
     """A random line holding `key: value` (not a comment)."""
     lines = text.splitlines()
-    candidates = [i for i, ln in enumerate(lines) if re.match(r"^\s+[a-z_]+: \S", ln) and not ln.lstrip().startswith("#")]
+    candidates = [
+        i
+        for i, ln in enumerate(lines)
+        if re.match(r"^\s+[a-z_]+: \S", ln) and not ln.lstrip().startswith("#")
+    ]
     return rng.choice(candidates)
 
 
@@ -119,7 +141,9 @@ def _bad_value(rng, text, i) -> Variant:
     where = rng.choice(_lines(text, key))
     if key == "kv_lora_rank":  # 2r <= n + v for any shipped geometry
         value = rng.choice(["64", "128", "0", "-1"])
-    return Variant("value", f"{key}: {value} (line {where + 1})", _set_value(text, where, value).encode())
+    return Variant(
+        "value", f"{key}: {value} (line {where + 1})", _set_value(text, where, value).encode()
+    )
 
 
 def _tag(rng, text, i) -> Variant:
@@ -137,8 +161,11 @@ def _bad_bytes(rng, text, i) -> Variant:
 def _nesting(rng, text, i) -> Variant:
     depth, flow = rng.choice([33, 100, 1000, 5000, 20000]), rng.random() < 0.5
     where = _value_line(rng, text)
-    return Variant("nesting", f"{depth} levels ({'flow' if flow else 'mapping'}) at line {where + 1}",
-                   _set_value(text, where, _nest(depth, flow)).encode())
+    return Variant(
+        "nesting",
+        f"{depth} levels ({'flow' if flow else 'mapping'}) at line {where + 1}",
+        _set_value(text, where, _nest(depth, flow)).encode(),
+    )
 
 
 def _alias(rng, text, i) -> Variant:
@@ -155,22 +182,39 @@ def _alias(rng, text, i) -> Variant:
 
 
 def _structure(rng, text, i) -> Variant:
-    kind = rng.choice(["unknown key", "duplicate key", "missing section", "empty", "list root", "scalar root",
-                       "non-scalar key", "dangling reference"])
+    kind = rng.choice(
+        [
+            "unknown key",
+            "duplicate key",
+            "missing section",
+            "empty",
+            "list root",
+            "scalar root",
+            "non-scalar key",
+            "dangling reference",
+        ]
+    )
     if kind == "unknown key":
         where = _value_line(rng, text)
         lines = text.splitlines(keepends=True)
         indent = re.match(r"^\s*", lines[where]).group(0)
         free = bool(_ancestors(text.splitlines(), where) & FREE_FORM)
         lines.insert(where, f"{indent}bogus_key: 1\n")
-        return Variant("structure", f"unknown key at line {where + 1}", "".join(lines).encode(), must_refuse=not free)
+        return Variant(
+            "structure",
+            f"unknown key at line {where + 1}",
+            "".join(lines).encode(),
+            must_refuse=not free,
+        )
     elif kind == "duplicate key":
         where = _value_line(rng, text)
         lines = text.splitlines(keepends=True)
         lines.insert(where, lines[where])
         out = "".join(lines)
     elif kind == "missing section":
-        section = rng.choice(["runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"])
+        section = rng.choice(
+            ["runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"]
+        )
         out = re.sub(rf"^{section}:", f"{section}_gone:", text, count=1, flags=re.M)
     elif kind == "empty":
         out = rng.choice(["", "\n", "# only a comment\n", "---\n", "~\n"])
@@ -187,10 +231,26 @@ def _structure(rng, text, i) -> Variant:
 
 
 def _number(rng, text, i) -> Variant:
-    value = rng.choice(["1" * 5000, "9" * 30, "-" + "9" * 25, "1e400", "-1e400", "0x" + "f" * 30, "0o777777777777777777777"])
-    key = rng.choice(["num_attention_heads", "samples", "timeout_s", "hidden_size", "heads", "version"])
+    value = rng.choice(
+        [
+            "1" * 5000,
+            "9" * 30,
+            "-" + "9" * 25,
+            "1e400",
+            "-1e400",
+            "0x" + "f" * 30,
+            "0o777777777777777777777",
+        ]
+    )
+    key = rng.choice(
+        ["num_attention_heads", "samples", "timeout_s", "hidden_size", "heads", "version"]
+    )
     where = rng.choice(_lines(text, key))
-    return Variant("number", f"{key}: {value[:12]}... ({len(value)} chars)", _set_value(text, where, value).encode())
+    return Variant(
+        "number",
+        f"{key}: {value[:12]}... ({len(value)} chars)",
+        _set_value(text, where, value).encode(),
+    )
 
 
 def _cut(rng, text, i) -> Variant:
@@ -216,8 +276,15 @@ def special_files(folder: Path) -> list[tuple[str, Path]]:
     big = folder / "big.yaml"
     with open(big, "wb") as fh:
         fh.write(b"notes: '" + b"x" * (50 << 20) + b"'\n")
-    return [("fifo", fifo), ("device", Path("/dev/urandom")), ("folder", folder), ("symlink loop", loop),
-            ("dangling link", dangling), ("50 MB string", big), ("missing", folder / "missing.yaml")]
+    return [
+        ("fifo", fifo),
+        ("device", Path("/dev/urandom")),
+        ("folder", folder),
+        ("symlink loop", loop),
+        ("dangling link", dangling),
+        ("50 MB string", big),
+        ("missing", folder / "missing.yaml"),
+    ]
 
 
 def judge(variant: Variant, load, path: Path, max_s: float = 5.0) -> list[str]:

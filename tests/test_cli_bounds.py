@@ -18,8 +18,18 @@ def junk(tmp_path_factory):
     (d / "list.json").write_text("[1, 2]")
     shard = d / "shard"
     (shard / "results").mkdir(parents=True)
-    (shard / "manifest.json").write_text(json.dumps({"schema": "mlagate.manifest/1", "runner": "r", "profile": "p",
-                                                     "shard": "1/30000000", "plan": "x", "cases": []}))
+    (shard / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema": "mlagate.manifest/1",
+                "runner": "r",
+                "profile": "p",
+                "shard": "1/30000000",
+                "plan": "x",
+                "cases": [],
+            }
+        )
+    )
     (d / "results").mkdir()
     (d / "results" / "r.json").write_text("[" * 100_000)
     return d
@@ -28,10 +38,39 @@ def junk(tmp_path_factory):
 CASES = [
     (["run", "--matrix", FAKE_MATRIX, "--out", "{d}/afile"], "--out: "),
     (["run", "--matrix", FAKE_MATRIX, "--out", "{d}/afile/sub"], "--out: "),
-    (["run", "--matrix", FAKE_MATRIX, "--shard", "1/30000000", "--out", "{d}/o1"], "30000000 shards for"),
+    (
+        ["run", "--matrix", FAKE_MATRIX, "--shard", "1/30000000", "--out", "{d}/o1"],
+        "30000000 shards for",
+    ),
     (["run", "--matrix", FAKE_MATRIX, "--backend", "gpu", "--out", "{d}/o2"], "--backend gpu"),
-    (["plan", "--matrix", FAKE_MATRIX, "--format", "github", "--runner", "linux-cpu", "--shards", "30000000"], "30000000 shards for"),
-    (["plan", "--matrix", FAKE_MATRIX, "--format", "github", "--runner", "linux-cpu", "--manifest", "{d}"], "--manifest: "),
+    (
+        [
+            "plan",
+            "--matrix",
+            FAKE_MATRIX,
+            "--format",
+            "github",
+            "--runner",
+            "linux-cpu",
+            "--shards",
+            "30000000",
+        ],
+        "30000000 shards for",
+    ),
+    (
+        [
+            "plan",
+            "--matrix",
+            FAKE_MATRIX,
+            "--format",
+            "github",
+            "--runner",
+            "linux-cpu",
+            "--manifest",
+            "{d}",
+        ],
+        "--manifest: ",
+    ),
     (["merge", "{d}/shard", "--out", "{d}/m1"], "shard: "),
     (["merge", "{d}/shard", "--out", "{d}/afile"], "--out: "),
     (["merge", "{d}", "--out", "{d}/m2"], "nested too deeply"),

@@ -31,7 +31,9 @@ def test_seeded_variants_are_refused_in_one_line(folder):
     t0 = time.perf_counter()
     for v in mf.variants(400, seed=19):
         seen[v.category] += 1
-        problems += [f"{v.category} / {v.name}: {p}" for p in mf.judge(v, matrix.load, folder / "m.yaml")]
+        problems += [
+            f"{v.category} / {v.name}: {p}" for p in mf.judge(v, matrix.load, folder / "m.yaml")
+        ]
     assert problems == []
     assert min(seen.values()) == 50 and len(seen) == 8
     assert time.perf_counter() - t0 < 120
@@ -50,7 +52,9 @@ def test_the_judge_can_fail(folder):
     assert mf.judge(v, lambda p: None, folder / "m.yaml") == ["accepted"]
     assert mf.judge(v, crash, folder / "m.yaml") == ["crash: RecursionError"]
     assert mf.judge(v, leaky, folder / "m.yaml")[0].startswith("internal repr")
-    assert mf.judge(v, lambda p: time.sleep(0.2), folder / "m.yaml", max_s=0.1)[-1].startswith("took")
+    assert mf.judge(v, lambda p: time.sleep(0.2), folder / "m.yaml", max_s=0.1)[-1].startswith(
+        "took"
+    )
 
 
 def _limit_memory():
@@ -59,8 +63,14 @@ def _limit_memory():
 
 def _plan(path: Path, cache: Path):
     env = {**os.environ, "MLAGATE_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "mlagate", "plan", "--matrix", str(path)], capture_output=True, text=True,
-                          env=env, timeout=20, preexec_fn=_limit_memory)
+    return subprocess.run(
+        [sys.executable, "-m", "mlagate", "plan", "--matrix", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=20,
+        preexec_fn=_limit_memory,
+    )
 
 
 def test_a_sample_through_the_cli_is_one_line_and_exit_2(folder):
@@ -73,12 +83,17 @@ def test_a_sample_through_the_cli_is_one_line_and_exit_2(folder):
     for name, path in paths + special:
         proc = _plan(path, folder / "cache")
         assert proc.returncode == 2, (name, proc.stderr[-500:])
-        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mlagate: error: "), (name, proc.stderr[-500:])
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mlagate: error: "), (
+            name,
+            proc.stderr[-500:],
+        )
         assert not mf.REPR.search(proc.stderr), name
     assert not (folder / "cache").exists(), "nothing was installed for a refused matrix"
 
 
-@settings(max_examples=300, derandomize=True, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300, derandomize=True, deadline=2000, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.sampled_from(mf.TAGS))
 def test_any_text_is_nodes_or_one_read_error(text):
     try:
@@ -87,7 +102,12 @@ def test_any_text_is_nodes_or_one_read_error(text):
         assert "\n" not in str(exc) and not mf.REPR.search(str(exc))
 
 
-@settings(max_examples=200, derandomize=True, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(data=st.binary(max_size=300))
 def test_any_bytes_as_a_matrix_is_one_matrix_error(folder, data):
     path = folder / "b.yaml"
@@ -98,14 +118,17 @@ def test_any_bytes_as_a_matrix_is_one_matrix_error(folder, data):
         assert "\n" not in str(exc) and not mf.REPR.search(str(exc))
 
 
-@pytest.mark.parametrize("key, value, why", [
-    ("num_attention_heads", "1", "at least 2 heads"),
-    ("kv_lora_rank", "128", r"must exceed qk_nope_head_dim \+ v_head_dim"),
-    ("timeout_s", ".inf", "finite"),
-    ("timeout_s", "1000000.0", "at most 86400"),
-    ("samples", "1000001", "at most 1001"),
-    ("size_gb", "-1", "not negative"),
-])
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("num_attention_heads", "1", "at least 2 heads"),
+        ("kv_lora_rank", "128", r"must exceed qk_nope_head_dim \+ v_head_dim"),
+        ("timeout_s", ".inf", "finite"),
+        ("timeout_s", "1000000.0", "at most 86400"),
+        ("samples", "1000001", "at most 1001"),
+        ("size_gb", "-1", "not negative"),
+    ],
+)
 def test_values_out_of_range_are_refused(folder, key, value, why):
     text = mf.SHIPPED.read_text()
     (line,) = mf._lines(text, key)[:1]

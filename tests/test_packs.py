@@ -27,7 +27,11 @@ def _file(tar, name, data=b"x = 1\n", mode=0o644):
 def _good_arm(tar, key=KEY, files=None):
     files = files or {"site/fakemla/__init__.py": b"", "arm.json": b'{"version": "tree"}'}
     digest = {rel: __import__("hashlib").sha256(data).hexdigest() for rel, data in files.items()}
-    _file(tar, f"arms/{key}/{packs.CONTENT}", json.dumps({"schema": packs.CONTENT_SCHEMA, "files": digest}).encode())
+    _file(
+        tar,
+        f"arms/{key}/{packs.CONTENT}",
+        json.dumps({"schema": packs.CONTENT_SCHEMA, "files": digest}).encode(),
+    )
     for rel, data in files.items():
         _file(tar, f"arms/{key}/{rel}", data)
 
@@ -49,23 +53,43 @@ def _snapshot(root: Path) -> set[str]:
 
 
 CRAFTED = {
-    "symlink chain": lambda t: (_good_arm(t), _link(t, f"arms/{KEY}/a", "."), _link(t, f"arms/{KEY}/b", "a/../../.."),
-                                _file(t, f"arms/{KEY}/b/escaped.txt")),
-    "hard link": lambda t: (_good_arm(t), _link(t, f"arms/{KEY}/h", "/etc/passwd", tarfile.LNKTYPE)),
+    "symlink chain": lambda t: (
+        _good_arm(t),
+        _link(t, f"arms/{KEY}/a", "."),
+        _link(t, f"arms/{KEY}/b", "a/../../.."),
+        _file(t, f"arms/{KEY}/b/escaped.txt"),
+    ),
+    "hard link": lambda t: (
+        _good_arm(t),
+        _link(t, f"arms/{KEY}/h", "/etc/passwd", tarfile.LNKTYPE),
+    ),
     "absolute path": lambda t: (_good_arm(t), _file(t, "/tmp/mlagate-escaped.txt")),
     "parent path": lambda t: (_good_arm(t), _file(t, f"arms/{KEY}/../../escaped.txt")),
     "device file": lambda t: (_good_arm(t), _dev(t, f"arms/{KEY}/null")),
     "outside arms/": lambda t: (_good_arm(t), _file(t, "elsewhere/x.py")),
     "oversized member": lambda t: (_good_arm(t), _file(t, f"arms/{KEY}/big.bin", b"\0" * 70_000)),
-    "poisoned file": lambda t: (_good_arm(t, files={"arm.json": b"{}"}), _file(t, f"arms/{KEY}/site/evil.py", b"import os\n")),
-    "a good arm then a bad one": lambda t: (_good_arm(t, key="f" * 20), _good_arm(t), _link(t, f"arms/{KEY}/s", "/")),
+    "poisoned file": lambda t: (
+        _good_arm(t, files={"arm.json": b"{}"}),
+        _file(t, f"arms/{KEY}/site/evil.py", b"import os\n"),
+    ),
+    "a good arm then a bad one": lambda t: (
+        _good_arm(t, key="f" * 20),
+        _good_arm(t),
+        _link(t, f"arms/{KEY}/s", "/"),
+    ),
 }
 
 
 WHY = {
-    "symlink chain": "a link", "hard link": "a link", "absolute path": "absolute", "parent path": "parent",
-    "device file": "not a regular file", "outside arms/": "outside arms/", "oversized member": "over the limit",
-    "poisoned file": "not in its content manifest", "a good arm then a bad one": "a link",
+    "symlink chain": "a link",
+    "hard link": "a link",
+    "absolute path": "absolute",
+    "parent path": "parent",
+    "device file": "not a regular file",
+    "outside arms/": "outside arms/",
+    "oversized member": "over the limit",
+    "poisoned file": "not in its content manifest",
+    "a good arm then a bad one": "a link",
 }
 
 
@@ -108,7 +132,11 @@ def test_a_pack_cannot_overwrite_an_installed_arm(fake_matrix, fake_cache, tmp_p
     original = target.read_bytes()
 
     def poisoned(tar):
-        files = {str(p.relative_to(inst.dir)): p.read_bytes() for p in inst.dir.rglob("*") if p.is_file() and p.name != packs.CONTENT}
+        files = {
+            str(p.relative_to(inst.dir)): p.read_bytes()
+            for p in inst.dir.rglob("*")
+            if p.is_file() and p.name != packs.CONTENT
+        }
         files["site/fakemla/models/good.py"] = b"# poisoned\n"
         _good_arm(tar, key=inst.key, files=files)
 
@@ -125,9 +153,14 @@ def test_a_changed_arm_is_refused_at_run_start(fake_matrix, fake_cache, run_cli)
     arm, rt = _arm(fake_matrix)
     changed = arms.materialise(arm, rt, fake_cache).site / "fakemla" / "models" / "good.py"
     changed.write_text(changed.read_text() + "\n# changed after install\n")
-    proc = run_cli("run", "--matrix", fake_matrix, "--out", fake_cache.parent / "o", cache=fake_cache)
+    proc = run_cli(
+        "run", "--matrix", fake_matrix, "--out", fake_cache.parent / "o", cache=fake_cache
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.count("\n") == 1 and "site/fakemla/models/good.py changed since install" in proc.stderr
+    assert (
+        proc.stderr.count("\n") == 1
+        and "site/fakemla/models/good.py changed since install" in proc.stderr
+    )
     assert not (fake_cache.parent / "o" / "results").exists()
     verify = run_cli("arms", "--matrix", fake_matrix, "--verify", cache=fake_cache)
     assert verify.returncode == 1 and "CHANGED" in verify.stdout

@@ -24,7 +24,7 @@ def _first_existing(path: Path) -> Path:
 
 
 def out_dir(path: Path, flag: str = "--out") -> Path:
-    """A folder that exists and can be written, or can be made where its first existing parent is writable."""
+    """A folder that exists and can be written, or that can be made in a writable parent."""
     if os.path.lexists(path) and not path.is_dir():
         raise _usage(f"{flag}: {path} exists and is not a folder")
     base = _first_existing(path)
@@ -50,14 +50,20 @@ def shards(n: int, cases: int, flag: str) -> None:
     if n < 1:
         raise _usage(f"{flag}: expected at least 1 shard, got {n}")
     if n > max(1, min(cases, MAX_SHARDS)):
-        raise _usage(f"{flag}: {n} shards for {cases} cases (at most one shard per case, and at most {MAX_SHARDS})")
+        raise _usage(
+            f"{flag}: {n} shards for {cases} cases"
+            f" (at most one shard per case, and at most {MAX_SHARDS})"
+        )
 
 
 def gpu_backend(backend: str) -> None:
-    """--backend gpu needs a GPU that MLX can use; recording gpu on a CPU-only machine would be a lie."""
+    """--backend gpu needs a GPU that MLX can use (recording gpu on a CPU-only machine is false)."""
     if backend != "gpu":
         return
     import mlx.core as mx
 
     if not mx.is_available(mx.gpu):
-        raise _usage("--backend gpu: MLX has no GPU on this machine (no Metal or CUDA device); use --backend cpu")
+        raise _usage(
+            "--backend gpu: MLX has no GPU on this machine (no Metal or CUDA device);"
+            " use --backend cpu"
+        )

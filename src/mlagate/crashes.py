@@ -50,8 +50,14 @@ def record_crash(ctx, nodeid: str, report) -> Path | None:
     worker = getattr(getattr(report, "node", None), "workerinfo", {}).get("id", "?")
     replay = case.replay() + f" --matrix {ctx.matrix.path}"
     stderr = f"{report.longreprtext}\n{_log_tails(ctx.out, worker)}".strip()
-    result = results.Result(case=case.to_json(), verdict="invalid", evidence=case.evidence, replay=replay,
-                            reason=f"the pytest-xdist worker {worker} crashed running this case", stderr=stderr)
+    result = results.Result(
+        case=case.to_json(),
+        verdict="invalid",
+        evidence=case.evidence,
+        replay=replay,
+        reason=f"the pytest-xdist worker {worker} crashed running this case",
+        stderr=stderr,
+    )
     return results.write(result, ctx.out / "results", case.file_stem)
 
 
@@ -66,8 +72,12 @@ def pytest_handlecrashitem(crashitem, report, sched):
     try:
         path = record_crash(_context(config), crashitem, report)
     except Exception as exc:  # noqa: BLE001 - recording the crash must never stop the session
-        print(f"mlagate: warning: could not record the crash of {crashitem}: {type(exc).__name__}: {exc}")
+        print(
+            f"mlagate: warning: could not record the crash of {crashitem}:"
+            f" {type(exc).__name__}: {exc}"
+        )
         return
     if path is not None:
-        report.longrepr = f"INVALID (worker crashed): {report.longreprtext.splitlines()[0] if report.longreprtext else ''}"
+        first = report.longreprtext.splitlines()[0] if report.longreprtext else ""
+        report.longrepr = f"INVALID (worker crashed): {first}"
         report.user_properties.append(("mlagate_result", str(path)))

@@ -21,8 +21,12 @@ import jsonschema
 
 MAX_BYTES = 256 << 20
 KINDS = {
-    "result": "mlagate.result/1", "merged": "mlagate.merged/1", "manifest": "mlagate.manifest/1",
-    "plan": "mlagate.plan/1", "costs": "mlagate.costs/1", "figures": "mlagate.figures/1",
+    "result": "mlagate.result/1",
+    "merged": "mlagate.merged/1",
+    "manifest": "mlagate.manifest/1",
+    "plan": "mlagate.plan/1",
+    "costs": "mlagate.costs/1",
+    "figures": "mlagate.figures/1",
     "arm-content": "mlagate.arm-content/1",
 }
 
@@ -35,7 +39,9 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
-        raise DocumentError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise DocumentError(
+            f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise DocumentError(f"{path}: not a regular file")
@@ -47,14 +53,16 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
 
 
 def parse(data: bytes | str, where: str) -> Any:
-    """JSON text as Python values; DocumentError for bad bytes, bad JSON, deep nesting, huge numbers."""
+    """JSON text as Python values; DocumentError for bad bytes or JSON, deep nesting, huge numbers."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text)
     except UnicodeDecodeError as exc:
         raise DocumentError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise DocumentError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise DocumentError(
+            f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except RecursionError:
         raise DocumentError(f"{where}: not valid JSON: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
@@ -63,7 +71,9 @@ def parse(data: bytes | str, where: str) -> Any:
 
 @functools.cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
-    text = resources.files("mlagate").joinpath("schemas", f"{kind}.json").read_text(encoding="utf-8")
+    text = (
+        resources.files("mlagate").joinpath("schemas", f"{kind}.json").read_text(encoding="utf-8")
+    )
     schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)

@@ -59,7 +59,9 @@ def watch_parent(interval: float = 0.2) -> threading.Thread | None:
     """In a process started under `mlagate run`: kill this process group once the parent is gone."""
     if PARENT_ENV not in os.environ:
         return None
-    expected = int(os.environ[PARENT_ENV]) if "PYTEST_XDIST_WORKER" not in os.environ else os.getppid()
+    expected = (
+        int(os.environ[PARENT_ENV]) if "PYTEST_XDIST_WORKER" not in os.environ else os.getppid()
+    )
     if os.getpgrp() == os.getpid():
         signal.signal(signal.SIGTERM, lambda *_: _killpg(os.getpgrp()))
 

@@ -99,9 +99,13 @@ def verify(arm_dir: Path) -> None:
     have = content(arm_dir)
     for rel in sorted(set(want) | set(have)):
         if rel not in have:
-            raise PackError(f"arm {arm_dir.name}: {rel} is missing (content manifest {arm_dir / CONTENT})")
+            raise PackError(
+                f"arm {arm_dir.name}: {rel} is missing (content manifest {arm_dir / CONTENT})"
+            )
         if rel not in want:
-            raise PackError(f"arm {arm_dir.name}: {rel} is not in its content manifest (an added file)")
+            raise PackError(
+                f"arm {arm_dir.name}: {rel} is not in its content manifest (an added file)"
+            )
         if have[rel] != want[rel]:
             raise PackError(f"arm {arm_dir.name}: {rel} changed since install (sha256 differs)")
 
@@ -239,7 +243,9 @@ def _check_staged(staged: Path, final: Path) -> None:
         except PackError:
             same = False
         if not same:
-            raise PackError(f"arm {final.name} is installed with other content; the pack would change it")
+            raise PackError(
+                f"arm {final.name} is installed with other content; the pack would change it"
+            )
 
 
 def _install_staged(staged: Path, arms_dir: Path, key: str) -> None:

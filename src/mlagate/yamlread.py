@@ -22,7 +22,9 @@ MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_INT = 1 << 53
 _CORE = "tag:yaml.org,2002:"
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 20x faster, same events
+LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # libyaml when present: 20x faster, same events
 TAGS = {f"{_CORE}{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
 
 
@@ -52,11 +54,13 @@ def show(value: Any, width: int = 60) -> str:
 
 
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
-    """The file's text; ReadError(None, "<file>", ...) for anything but a readable UTF-8 regular file."""
+    """The file's text; ReadError for anything but a readable UTF-8 regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
-        raise ReadError(None, "<file>", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ReadError(
+            None, "<file>", f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ReadError(None, "<file>", "not a regular file")
@@ -99,7 +103,9 @@ def _check_events(text: str) -> None:
             nodes += 1
             tag = getattr(ev, "tag", None)
             if tag is not None and tag not in TAGS:
-                raise ReadError(line, "<yaml>", f"tag {show(tag)} is not allowed (only plain values)")
+                raise ReadError(
+                    line, "<yaml>", f"tag {show(tag)} is not allowed (only plain values)"
+                )
             if nodes > MAX_NODES:
                 raise ReadError(line, "<yaml>", f"more than {MAX_NODES} values")
         if isinstance(ev, yaml.CollectionStartEvent):
@@ -138,13 +144,17 @@ class _Converter:
         kind = node.tag.rsplit(":", 1)[-1]
         if node.tag not in TAGS:
             what = "dates" if kind == "timestamp" else f"values of type {show(kind)}"
-            raise ReadError(line, path, f"{what} are not allowed here; quote the value to make it text")
+            raise ReadError(
+                line, path, f"{what} are not allowed here; quote the value to make it text"
+            )
         try:
             value = self.constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError):
             raise ReadError(line, path, f"{show(node.value)} is not a valid {kind}") from None
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-            raise ReadError(line, path, f"integer out of range (at most 2**53 in size), got {show(node.value)}")
+            raise ReadError(
+                line, path, f"integer out of range (at most 2**53 in size), got {show(node.value)}"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             raise ReadError(line, path, f"expected a finite number, got {show(node.value)}")
         return value
