@@ -53,7 +53,7 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
 
 
 def parse(data: bytes | str, where: str) -> Any:
-    """JSON text as Python values; DocumentError for bad bytes or JSON, deep nesting, huge numbers."""
+    """JSON text as Python values; DocumentError for bad bytes or JSON, deep nesting, big ints."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text)
