@@ -92,7 +92,11 @@ def test_a_sample_through_the_cli_is_one_line_and_exit_2(folder):
 
 
 @settings(
-    max_examples=300, derandomize=True, deadline=2000, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300,
+    derandomize=True,
+    database=None,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.sampled_from(mf.TAGS))
 def test_any_text_is_nodes_or_one_read_error(text):
@@ -105,6 +109,7 @@ def test_any_text_is_nodes_or_one_read_error(text):
 @settings(
     max_examples=200,
     derandomize=True,
+    database=None,
     deadline=2000,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

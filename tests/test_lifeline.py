@@ -85,24 +85,29 @@ def test_kill_9_of_a_run_leaves_no_process_and_no_late_result(fake_matrix, fake_
     assert after == before, "nothing of the killed run writes results later"
 
 
+# an older run's process writing results (atomically, as mlagate does) into this run's folder
+STRAY = """
+import json, os, sys, time, pathlib
+d = pathlib.Path(sys.argv[1]) / "results"
+for i in range(400):
+    d.mkdir(parents=True, exist_ok=True)
+    for f in [f for f in d.glob("*.json") if not f.name.startswith("zz-")][:3]:
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        r["run_id"], r["verdict"] = "old", "fail"
+        tmp = d / (".zz-" + f.name + ".tmp")
+        tmp.write_text(json.dumps(r))
+        os.replace(tmp, d / ("zz-" + f.name))
+    time.sleep(0.05)
+"""
+
+
 def test_a_run_counts_only_its_own_results(fake_matrix, fake_cache, tmp_path):
     m = matrix.load(fake_matrix)
     out = tmp_path / "out"
-    stray = [
-        sys.executable,
-        "-c",
-        (
-            "import json,sys,time,pathlib\n"
-            "d=pathlib.Path(sys.argv[1])/'results'\n"
-            "for i in range(400):\n"
-            "    d.mkdir(parents=True,exist_ok=True)\n"
-            "    for f in list(d.glob('*.json'))[:3]:\n"
-            "        r=json.loads(f.read_text());\n"
-            "        if r.get('run_id')!='old': r['run_id']='old'; r['verdict']='fail'; (d/('zz-'+f.name)).write_text(json.dumps(r))\n"
-            "    time.sleep(0.05)\n"
-        ),
-        str(out),
-    ]
+    stray = [sys.executable, "-c", STRAY, str(out)]
     writer = subprocess.Popen(stray)  # an older run still writing into this folder
     try:
         outcome = execute.run(
