@@ -130,7 +130,7 @@ class RunOutcome:
 
 
 def set_aside(out: Path) -> Path | None:
-    """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>/), so that a
+    """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>-<random>/), so that a
     case this run does not finish cannot be counted with an old verdict; nothing is deleted.
     The folder is not named results/ there, so a report of OUT never reads it back."""
     earlier = out / "results"
