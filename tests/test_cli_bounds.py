@@ -92,3 +92,16 @@ def test_a_bad_command_line_is_one_line_and_exit_2(junk, tmp_path, args, says):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert says in proc.stderr
+
+
+def test_scan_reports_unreadable_files_in_a_folder_and_never_crashes(tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "deep.py").write_text("x = " + "(" * 200_000 + "1" + ")" * 200_000 + "\n")
+    (d / "unary.py").write_text("x = " + "-" * 300_000 + "1\n")
+    os.symlink(d / "dangling-target", d / "dangling.py")
+    os.symlink(d / "loop.py", d / "loop.py")
+    proc = cli("scan", d, timeout=60)
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stderr[-2000:]
+    for name in ("deep.py", "unary.py", "dangling.py", "loop.py"):
+        assert f"{name}:1:1: MLA006 not parsed" in proc.stdout
