@@ -246,10 +246,10 @@ def test_a_malformed_manifest_or_plan_is_one_line_naming_the_key(tmp_path):
     shard = tmp_path / "s1"
     (shard / "results").mkdir(parents=True)
     (shard / "manifest.json").write_text(json.dumps({"schema": "mlagate.manifest/1", "runner": "x"}))
-    with pytest.raises(merge.MergeError, match=r"manifest\.json: manifest: missing key 'profile'"):
+    with pytest.raises(merge.MergeError, match=r"manifest\.json: <root>: missing key 'profile'"):
         merge.merge([shard], tmp_path / "o1")
     (shard / "manifest.json").write_text(json.dumps({"schema": "mlagate.manifest/1", "runner": "x", "profile": "q", "shard": "1/1", "plan": "p", "cases": []}))
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"schema": "mlagate.plan/1", "jobs": [{"runner": "x"}]}))
-    with pytest.raises(merge.MergeError, match=r"plan\.json: jobs\[0\]: missing key 'shard'"):
+    with pytest.raises(merge.MergeError, match=r"plan\.json: jobs\.0: missing key 'shard'"):
         merge.merge([shard], tmp_path / "o2", plan)

@@ -116,10 +116,12 @@ def test_the_gate_workflow_keeps_its_security_properties():
 
 def test_the_launchd_template_is_a_valid_property_list():
     text = (ROOT / "runners" / "com.mlagate.runner.plist.template").read_text()
-    for key in ("@RUNNER_DIR@", "@USER_HOME@"):
+    for key in ("@HOME@", "@SVC@", "@SVC_HOME@"):
         assert key in text
-    plist = plistlib.loads(text.replace("@RUNNER_DIR@", "/Users/ci/actions-runner").replace("@USER_HOME@", "/Users/ci").encode())
+    filled = text.replace("@HOME@", "/opt/mlagate-runner").replace("@SVC_HOME@", "/Users/svc").replace("@SVC@", "svc")
+    plist = plistlib.loads(filled.encode())
     assert plist["KeepAlive"] is True and plist["ProgramArguments"][0].endswith("run-ephemeral.sh")
+    assert plist["UserName"] == "svc", "the loop runs as the service user, never as the job user"
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -16,12 +16,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlagate import packs
 from mlagate.matrix import Arm, Matrix, Runtime
 
 LAYOUT = 1
@@ -122,16 +122,22 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
     arms_dir = root / "arms"
     arms_dir.mkdir(parents=True, exist_ok=True)
     key = arm_key(arm)
+    for shared in readonly_roots():
+        if _installed(shared / "arms" / key):
+            return _read(arm, runtime, shared / "arms" / key)  # checked at run start (verify_all)
     final = arms_dir / key
-    if (final / "arm.json").is_file():
+    if _installed(final):
         return _read(arm, runtime, final)
     with open(arms_dir / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / "arm.json").is_file():
+        if (final / "arm.json").is_file() and not (final / packs.CONTENT).exists():
+            packs.write_content(final)  # installed before content manifests: adopted once
+        if _installed(final):
             return _read(arm, runtime, final)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=arms_dir))
         try:
             _install(arm, runtime, staging, key)
+            packs.write_content(staging)
             if final.exists():
                 shutil.rmtree(final)
             os.rename(staging, final)
@@ -139,6 +145,26 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return _read(arm, runtime, final)
+
+
+def readonly_roots() -> list[Path]:
+    """Arm caches to use but never write ($MLAGATE_ARMS_READONLY, ':'-separated): on a runner,
+    the main branch's verified arms, read by pull-request jobs that install into a cache of their own."""
+    return [Path(p) for p in os.environ.get("MLAGATE_ARMS_READONLY", "").split(os.pathsep) if p]
+
+
+def _installed(final: Path) -> bool:
+    """An arm is installed once both arm.json and its content manifest exist."""
+    return (final / "arm.json").is_file() and (final / packs.CONTENT).is_file()
+
+
+def verify_all(installs: dict[str, ArmInstall]) -> None:
+    """Every arm still matches its content manifest; ArmError naming the first that does not."""
+    for inst in installs.values():
+        try:
+            packs.verify(inst.dir)
+        except packs.PackError as exc:
+            raise ArmError(inst.arm.id, f"{exc}; refusing to run it (reinstall: delete {inst.dir})") from None
 
 
 def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
@@ -197,19 +223,10 @@ def materialise_all(matrix: Matrix, only: list[str] | None = None, root: Path | 
 
 
 def export(installs: dict[str, ArmInstall], out: Path) -> Path:
-    """Pack materialised arms into one tar.gz, for runners without registry access."""
-    with tarfile.open(out, "w:gz") as tar:
-        for inst in installs.values():
-            tar.add(inst.dir, arcname=f"arms/{inst.key}")
-    return out
+    """Pack materialised arms into one tar.gz, for runners without registry access (packs.PackError)."""
+    return packs.export([inst.dir for inst in installs.values()], out)
 
 
-def import_cache(archive: Path, root: Path | None = None) -> list[str]:
-    """Unpack an exported arm cache; returns the keys it held."""
-    root = Path(root) if root else cache_root()
-    keys = []
-    with tarfile.open(archive, "r:gz") as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith("arms/") and ".." not in Path(m.name).parts]
-        tar.extractall(root, members=members, filter="data")
-        keys = sorted({Path(m.name).parts[1] for m in members if len(Path(m.name).parts) > 1})
-    return keys
+def import_cache(archive: Path, root: Path | None = None, limits: packs.Limits | None = None) -> list[str]:
+    """Unpack an exported arm cache, all or nothing (mlagate.packs); returns the keys it held."""
+    return packs.import_pack(archive, Path(root) if root else cache_root(), limits or packs.Limits())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mlagate import (
     __version__,
+    bounds,
     clihelp,
     compare,
     execute,
@@ -18,6 +19,7 @@ from mlagate import (
     health,
     merge,
     outdir,
+    packs,
     preflight,
     report,
     results,
@@ -90,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
     p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
     p.add_argument("--keys", action="store_true", help="only print each arm's cache key, installing nothing (the arms runners/cleanup.sh keeps)")
+    p.add_argument("--verify", action="store_true", help="check each installed arm against its content manifest, installing nothing; exit 1 when one changed")
 
     p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
     _common(p)
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError) as exc:
+    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError, packs.PackError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
@@ -249,6 +252,38 @@ def _report(args) -> int:
     return 0
 
 
+def _check_outputs(args) -> None:
+    """Every output path named on the command line can be written, before anything runs."""
+    if args.command in ("run", "merge", "report"):
+        bounds.out_dir(args.out)
+    if args.command == "report" and args.history is not None:
+        bounds.out_dir(args.history, "--history")
+    for flag, attr in (("--out", "out"), ("--manifest", "manifest"), ("--export", "export")):
+        if args.command in ("costs", "plan", "arms") and getattr(args, attr, None) is not None:
+            bounds.out_file(getattr(args, attr), flag)
+
+
+def _verify_arms(matrix, args) -> int:
+    """One line per arm of the matrix: ok, not installed, or what changed."""
+    Selection(arms=tuple(args.arm)).check(matrix)
+    root = args.cache or arms_mod.cache_root()
+    changed = 0
+    for arm in matrix.arms.values():
+        if args.arm and arm.id not in args.arm:
+            continue
+        folder = root / "arms" / arms_mod.arm_key(arm)
+        if not (folder / "arm.json").is_file():
+            print(f"{arm.id:28} not installed")
+            continue
+        try:
+            packs.verify(folder)
+            print(f"{arm.id:28} ok  {folder}")
+        except packs.PackError as exc:
+            changed += 1
+            print(f"{arm.id:28} CHANGED  {exc}")
+    return 1 if changed else 0
+
+
 def _head(args) -> None:
     """run --head: the derived matrix, the modules found in head, and the head arm."""
     if args.head is None:
@@ -263,6 +298,7 @@ def _head(args) -> None:
 
 
 def _dispatch(args) -> int:
+    _check_outputs(args)
     if args.command == "mutate":
         return mutate_cli.main(args)
     if args.command == "report":
@@ -301,6 +337,8 @@ def _dispatch(args) -> int:
             keys = arms_mod.import_cache(args.import_, args.cache)
             print(f"imported {len(keys)} arms from {args.import_}")
         matrix = load(args.matrix or default_path())
+        if args.verify:
+            return _verify_arms(matrix, args)
         if args.keys:
             Selection(arms=tuple(args.arm)).check(matrix)
             for arm in matrix.arms.values():
@@ -337,6 +375,7 @@ def _dispatch(args) -> int:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
+    bounds.gpu_backend(backend)
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()

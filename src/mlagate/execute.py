@@ -6,12 +6,13 @@ import ast
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import live, machine, outdir, results, resume, shard
+from mlagate import bounds, lifeline, live, machine, outdir, results, resume, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -29,6 +30,7 @@ def installs_for(matrix: Matrix, selection: Selection, cache: Path | None = None
     wanted = sorted(wanted | {matrix.arms[a].baseline for a in wanted if matrix.arms[a].baseline})
     try:
         installs = arms_mod.materialise_all(matrix, wanted, cache)
+        arms_mod.verify_all(installs)
     except arms_mod.ArmError as exc:
         raise UsageError(str(exc)) from None
     check_modules(matrix, installs)
@@ -112,6 +114,7 @@ def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | Non
             cases = expand(matrix, Selection(), prof, runner.backend, label, installs)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
+        bounds.shards(shards, sum(kinds[c.suite] == "correctness" for c in cases), "--shards")
         plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.backend, label)
         plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.backend, label)
     return plan
@@ -130,15 +133,15 @@ class RunOutcome:
 
 
 def set_aside(out: Path) -> Path | None:
-    """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>/), so that a
+    """Move an earlier run's results out of OUT/results/ (to OUT/previous/<time>-<random>/), so that a
     case this run does not finish cannot be counted with an old verdict; nothing is deleted.
     The folder is not named results/ there, so a report of OUT never reads it back."""
     earlier = out / "results"
     if not earlier.is_dir() or not any(earlier.glob("*.json")):
         return None
-    target = out / "previous" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    earlier.rename(target)
+    (out / "previous").mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime()), dir=out / "previous"))
+    earlier.rename(target)  # over the empty folder just made: a name no other run can hold
     print(f"mlagate: earlier results in {earlier} moved to {target}", file=sys.stderr)
     return target
 
@@ -175,8 +178,10 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
     cases = outcome.cases
     if only is None:
         set_aside(out)
+    run_id = lifeline.new_run_id()
     case_file = None
     if shard_spec is not None:
+        bounds.shards(shard_spec[1], len(outcome.cases), "--shard")
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
         cases = shard.assign(outcome.cases, shard_spec[1], kinds, costs or shard.load_costs())[shard_spec[0] - 1]
         out.mkdir(parents=True, exist_ok=True)
@@ -218,7 +223,7 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
             args += ["-p", "mlagate.plugin"]
         args += pytest_args or []
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-        code = follow.child(args + ["-p", "mlagate.events"], {**env, "PYTHONUNBUFFERED": "1"}, kind)
+        code = follow.child(args + ["-p", "mlagate.events"], {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id}, kind)
         codes[kind] = code
         if code not in (0, 1, 5):
             follow.end()
@@ -226,5 +231,6 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
     follow.end()
     machine.record(out, "end")
     wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
-    rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]
+    # a run counts only its own results (a resume also the earlier results it keeps)
+    rows = [r for r in results.load_dir(out / "results") if r["case_id"] in wanted and (only is not None or r.get("run_id") == run_id)]
     return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)

@@ -13,12 +13,17 @@ Steps are found by mlagate.stats.detect_steps (its docstring states the rule).
 from __future__ import annotations
 
 import json
+import math
+import re
+import sys
 import time
 from pathlib import Path
 
-from mlagate import plots, report, results, stats
+from mlagate import documents, plots, report, results, stats
 
 FIGURES_SCHEMA = "mlagate.figures/1"
+# a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'
+COMMIT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 
 # figure id -> (label, unit); what a commit contributes per (module, figure, arm, geometry, backend)
 FIGURES = {
@@ -73,11 +78,11 @@ def _figures(folder: Path) -> dict | None:
         return None
     if fig_path.exists() and fig_path.stat().st_mtime >= merged_path.stat().st_mtime:
         try:
-            data = json.loads(fig_path.read_text(encoding="utf-8"))
-            if data.get("schema") == FIGURES_SCHEMA and data.get("figures_version") == sorted(FIGURES):
+            data = documents.load(fig_path, "figures")
+            if data.get("figures_version") == sorted(FIGURES):
                 return data
-        except (OSError, json.JSONDecodeError):
-            pass
+        except documents.DocumentError:
+            pass  # recomputed from merged.json below
     merged = report.load_merged(merged_path)
     data = {"schema": FIGURES_SCHEMA, "figures_version": sorted(FIGURES), "commit": merged["commit"], "commit_time": merged.get("commit_time"),
             "counts": merged["counts"], "figures": key_figures(merged["results"])}
@@ -96,10 +101,46 @@ def add(history: Path, merged: dict, rerender: bool = False) -> Path:
 
 
 def load_commits(history: Path) -> list[dict]:
-    """The key figures of every commit in a history folder, oldest first."""
-    commits = [f for f in (_figures(p) for p in sorted(Path(history).iterdir()) if p.is_dir()) if f]
+    """The key figures of every commit in a history folder, oldest first. A folder that does not
+    hold a well-formed commit is skipped with a warning on stderr: one bad folder never fails a gate."""
+    commits = []
+    for p in sorted(Path(history).iterdir()):
+        if not p.is_dir() or p.is_symlink():
+            continue
+        try:
+            fig = _figures(p)
+            if fig is not None:
+                commits.append(_checked(fig, p))
+        except (report.ReportError, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
+            print(f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr)
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     return commits
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:300]
+
+
+def _checked(fig: dict, folder: Path) -> dict:
+    """The figures of one commit folder, or ValueError naming the first bad key."""
+    commit = fig.get("commit")
+    if not isinstance(commit, str) or not COMMIT_ID.fullmatch(commit) or commit != folder.name:
+        raise ValueError("commit: not a commit id equal to the folder's name")
+    if fig.get("commit_time") is not None and not isinstance(fig["commit_time"], str):
+        raise ValueError("commit_time: expected a string")
+    counts = fig.get("counts")
+    if not isinstance(counts, dict) or not all(type(v) is int and v >= 0 for v in counts.values()):
+        raise ValueError("counts: expected a mapping of non-negative integers")
+    figures = fig.get("figures")
+    if not isinstance(figures, dict):
+        raise ValueError("figures: expected a mapping")
+    for k, v in figures.items():
+        if not isinstance(k, str) or k.count("|") != 4:
+            raise ValueError("figures: a key is not module|figure|arm|geometry|backend")
+        if type(v) not in (int, float) or not math.isfinite(v):
+            raise ValueError(f"figures.{k}: expected a finite number")
+    return fig
 
 
 def render_index(history: Path) -> Path:
@@ -168,7 +209,8 @@ def index_page(commits: list[dict]) -> str:
         n = c["counts"]
         flagged = steps_at.get(idx, [])
         out.append(f'<tr><td>{idx + 1}</td><td><a href="{report.esc(c["commit"])}/index.html"><code>{report.esc(c["commit"][:12])}</code></a></td><td>{report.esc(c.get("commit_time"))}</td>'
-                   f'<td>{n.get("pass", 0)}</td><td>{n.get("fail", 0)}</td><td>{n.get("invalid", 0)}</td><td>{n.get("argued", 0)}</td>'
+                   f'<td>{report.esc(n.get("pass", 0))}</td><td>{report.esc(n.get("fail", 0))}</td>'
+                   f'<td>{report.esc(n.get("invalid", 0))}</td><td>{report.esc(n.get("argued", 0))}</td>'
                    f'<td class="{"step" if flagged else ""}">{report.esc("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
     out.append("</tbody></table></body></html>")
     return "".join(out)

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mlagate import events, progress, shard
+from mlagate import events, lifeline, progress, shard
 from mlagate.plan import Case
 
 
@@ -34,9 +34,7 @@ class Follow:
             self.logs[kind] = log
             fh = open(log, "w", encoding="utf-8")  # noqa: SIM115  (closed below)
         try:
-            proc = subprocess.Popen(
-                args, env=env, stdout=fh, stderr=subprocess.STDOUT if fh else None
-            )
+            proc = lifeline.popen(args, env, stdout=fh, stderr=subprocess.STDOUT if fh else None)
             try:
                 while True:
                     try:
@@ -47,6 +45,7 @@ class Follow:
                     if code is not None:
                         return code
             except BaseException:
+                lifeline.kill(proc)  # pytest and its xdist workers go with mlagate run
                 self.end()
                 raise
         finally:

@@ -13,8 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from mlagate import yamlread
 from mlagate.harness import descriptors
 from mlagate.harness import gates as gatespec
 
@@ -226,45 +225,15 @@ class Matrix:
 # --- strict reading -------------------------------------------------------------------
 
 
-class _Node:
-    """A YAML value with the line it came from."""
-
-    __slots__ = ("value", "line")
-
-    def __init__(self, value: Any, line: int):
-        self.value, self.line = value, line
+_Node = yamlread.Node
 
 
 def _compose(text: str, file: str) -> _Node:
+    """The document's nodes, read by mlagate.yamlread (no aliases, core tags only, bounded depth)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MatrixError(file, line, "<yaml>", f"not valid YAML: {problem}") from None
-    if root is None:
-        raise MatrixError(file, 1, "<root>", "the file is empty")
-    return _convert(root, file)
-
-
-def _convert(node: yaml.Node, file: str) -> _Node:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, _Node] = {}
-        for knode, vnode in node.value:
-            key = knode.value
-            if not isinstance(knode, yaml.ScalarNode):
-                raise MatrixError(file, knode.start_mark.line + 1, "<key>", "keys must be scalars")
-            if key in out:
-                raise MatrixError(file, knode.start_mark.line + 1, key, "duplicate key")
-            child = _convert(vnode, file)
-            child.line = knode.start_mark.line + 1
-            out[key] = child
-        return _Node(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return _Node([_convert(v, file) for v in node.value], line)
-    return _Node(yaml.SafeLoader("").construct_object(node, deep=True), line)
+        return yamlread.compose(text)
+    except yamlread.ReadError as exc:
+        raise MatrixError(file, exc.line, exc.key, exc.message) from None
 
 
 class _Reader:
@@ -297,7 +266,7 @@ class _Reader:
         ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
         if not ok or (check is not None and not check(value)):
             want = what or (kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind))
-            raise self.fail(node, key, f"expected {want}, got {value!r}")
+            raise self.fail(node, key, f"expected {want}, got {yamlread.show(value)}")
         return value
 
     def opt(self, m: dict[str, _Node], name: str, key: str, kind, default=None, **kw) -> Any:
@@ -350,9 +319,9 @@ def load(path: str | Path) -> Matrix:
     path = Path(path)
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MatrixError(file, None, "<file>", f"cannot read: {exc.strerror}") from None
+        text = yamlread.read_text(path)
+    except yamlread.ReadError as exc:
+        raise MatrixError(file, exc.line, exc.key, exc.message) from None
     return parse(text, path)
 
 
@@ -423,6 +392,7 @@ def parse(text: str, path: Path) -> Matrix:
                 r.req(im, "topk", ik, int, **_POSITIVE), r.opt(im, "kpool", ik, int, **_POSITIVE),
             )
         dims = {k: r.req(m, k, key, int, **(_NON_NEGATIVE if k == "qk_rope_head_dim" else _POSITIVE)) for k in ints}
+        _check_geometry(r, m, key, dims)
         geometries[gid] = Geometry(
             gid, **dims,
             q_lora_rank=r.opt(m, "q_lora_rank", key, int, **_POSITIVE),
@@ -497,7 +467,8 @@ def parse(text: str, path: Path) -> Matrix:
             if "runners" in m and m["runners"].value:
                 for label, pnode in r.table(m["runners"], f"{key}.runners").items():
                     held[label] = r.scalar(pnode, f"{key}.runners.{label}", str)
-            checkpoints[cid] = Checkpoint(cid, mod, geo, float(r.req(m, "size_gb", key, (int, float))), MappingProxyType(held))
+            size = float(r.req(m, "size_gb", key, (int, float), check=lambda x: x >= 0, what="a number of GB, not negative"))
+            checkpoints[cid] = Checkpoint(cid, mod, geo, size, MappingProxyType(held))
 
     suites, gate_nodes = {}, {}
     for sid, node in r.table(root["suites"], "suites").items():
@@ -543,6 +514,7 @@ def parse(text: str, path: Path) -> Matrix:
             raise r.fail(m["samples"], f"{key}.samples", "use an odd number of samples (the median is then a sample)")
         if vals["heads"] < 2:
             raise r.fail(m["heads"], f"{key}.heads", "at least 2 heads (the path probes tell the latent from the heads by that axis)")
+        _check_profile(r, m, key)
         profiles[pid] = Profile(
             pid, cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"), widths=r.int_list(m["widths"], f"{key}.widths"),
             prefill_widths=r.int_list(m["prefill_widths"], f"{key}.prefill_widths"),
@@ -650,6 +622,44 @@ def _equivalent_mutants(r: _Reader, node: _Node | None, arms: dict) -> tuple[Equ
         reason = r.req(e, "reason", key, str, check=lambda x: bool(x.strip()), what="a non-empty reason")
         found.append(EquivalentMutant(arm, r.req(e, "mutant", key, str, check=lambda x: bool(x.strip()), what="a mutant id or glob"), reason))
     return tuple(found)
+# upper bounds of profile values: beyond them a case would run for days or not fit in memory
+_PROFILE_MAX = {"heads": 1024, "hidden_size": 1 << 16, "q_lora_rank": 1 << 16, "vocab_size": 1 << 20,
+                "index_heads": 1024, "index_topk": 1 << 16, "prefill_chunk": 1 << 20, "samples": 1001,
+                "warmup": 1000, "crossover_cache": 1 << 22}
+_PROFILE_LIST_MAX = {"cache_lengths": 1 << 22, "widths": 1 << 16, "prefill_widths": 1 << 20,
+                     "perf_cache_lengths": 1 << 22, "crossover_widths": 1 << 16}
+_MAX_TIMEOUT_S = 86400
+_GEOMETRY_MAX = 1 << 20
+
+
+def _check_geometry(r: _Reader, m: dict[str, _Node], key: str, dims: dict[str, int]) -> None:
+    for name, value in dims.items():
+        if value > _GEOMETRY_MAX:
+            raise r.fail(m[name], f"{key}.{name}", f"at most {_GEOMETRY_MAX}, got {value}")
+    if dims["num_attention_heads"] < 2:
+        raise r.fail(m["num_attention_heads"], f"{key}.num_attention_heads",
+                     "at least 2 heads (the path probes tell the latent from the heads by that axis)")
+    rank, d = dims["kv_lora_rank"], dims["qk_nope_head_dim"] + dims["v_head_dim"]
+    if 2 * rank <= d:
+        raise r.fail(m["kv_lora_rank"], f"{key}.kv_lora_rank",
+                     f"2 * kv_lora_rank ({2 * rank}) must exceed qk_nope_head_dim + v_head_dim ({d}): "
+                     "otherwise the absorbed path wins at every width and there is no crossover to test")
+
+
+def _check_profile(r: _Reader, m: dict[str, _Node], key: str) -> None:
+    for name, most in _PROFILE_MAX.items():
+        if m[name].value > most:
+            raise r.fail(m[name], f"{key}.{name}", f"at most {most}, got {m[name].value}")
+    for name, most in _PROFILE_LIST_MAX.items():
+        values = m[name].value if isinstance(m[name].value, list) else []
+        if len(values) > 64:
+            raise r.fail(m[name], f"{key}.{name}", "at most 64 entries")
+        for i, v in enumerate(values):
+            if isinstance(v.value, int) and v.value > most:
+                raise r.fail(v, f"{key}.{name}[{i}]", f"at most {most}, got {v.value}")
+    t = m["timeout_s"].value
+    if isinstance(t, int | float) and not isinstance(t, bool) and t > _MAX_TIMEOUT_S:
+        raise r.fail(m["timeout_s"], f"{key}.timeout_s", f"at most {_MAX_TIMEOUT_S} seconds, got {t}")
 
 
 def thaw(value: Any) -> Any:

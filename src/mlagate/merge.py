@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import results
+from mlagate import documents, results
 from mlagate.shard import MANIFEST, MANIFEST_SCHEMA, PLAN_SCHEMA
 
 
@@ -53,9 +53,9 @@ _KEYS = {"manifest": ("runner", "profile", "shard", "plan", "cases"), "plan": ("
 
 def _read(path: Path, schema: str, what: str) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{path}: not a readable {what} ({exc})") from None
+        data = documents.load(path, what)
+    except documents.DocumentError as exc:
+        raise MergeError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise MergeError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {schema}")
     items = [(what, data)] + ([(f"jobs[{i}]", j) for i, j in enumerate(data["jobs"])] if what == "plan" and isinstance(data.get("jobs"), list) else [])
@@ -64,9 +64,16 @@ def _read(path: Path, schema: str, what: str) -> dict:
         lacking = [k for k in keys if not isinstance(item, dict) or k not in item]
         if lacking:
             raise MergeError(f"{path}: {where}: missing key {lacking[0]!r}")
-    if what == "manifest" and not re.fullmatch(r"\d+/\d+", str(data["shard"])):
-        raise MergeError(f"{path}: shard: {data['shard']!r} is not I/N")
+    if what == "manifest" and not _shard_ok(str(data["shard"])):
+        raise MergeError(f"{path}: shard: {str(data['shard'])[:40]!r} is not I/N with 1 <= I <= N <= 1000")
     return data
+
+
+def _shard_ok(text: str) -> bool:
+    if not re.fullmatch(r"\d{1,4}/\d{1,4}", text):
+        return False
+    i, n = (int(x) for x in text.split("/"))
+    return 1 <= i <= n <= 1000
 
 
 def _manifest(d: Path) -> dict | None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from mlagate import arms as arms_mod
-from mlagate import crossover, results, runplan
+from mlagate import crashes, crossover, lifeline, results, runplan
+from mlagate.crashes import pytest_handlecrashitem  # noqa: F401 - an xdist hook, found here by pytest
 from mlagate.gate import backends
 from mlagate.harness import Invalid, policy
 from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
@@ -140,6 +141,8 @@ class Context:
 
 
 def pytest_configure(config):
+    lifeline.watch_parent()  # under mlagate run: die with it (mlagate.lifeline)
+    crashes.note_worker_pid(config)
     config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
     config.addinivalue_line("markers", "mla_checkpoints: the suite loads checkpoints itself (every suite runs a held checkpoint through CaseRun.build)")
     config._mlagate = None

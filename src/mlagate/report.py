@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from mlagate import junit, machine, plots, results, summary
+from mlagate import documents, junit, machine, plots, results, summary
 from mlagate.gate import outcomes
 from mlagate.plots import Marker, Series
 
@@ -54,14 +54,17 @@ class ReportError(ValueError):
 
 
 def _check(data, where: str) -> dict:
-    if not isinstance(data, dict) or data.get("schema") != results.SCHEMA:
-        raise ReportError(f"{where}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {results.SCHEMA}")
-    if data.get("verdict") not in results.VERDICTS:
-        raise ReportError(f"{where}: verdict {data.get('verdict')!r} is not one of {', '.join(results.VERDICTS)}")
-    for key in ("case_id", "suite", "module", "arm"):
-        if not isinstance(data.get(key), str):
-            raise ReportError(f"{where}: key {key!r} is missing or not a string")
-    return data
+    try:
+        return documents.validate(data, "result", where)
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _json(data: bytes | str, where: str):
+    try:
+        return documents.parse(data, where)
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
 
 
 NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json")  # what run, merge and report write beside results
@@ -85,7 +88,7 @@ def load_source(path: Path) -> list[dict]:
         rows = []
         for f in files:
             try:
-                rows.append(_check(json.loads(f.read_text(encoding="utf-8")), str(f)))
+                rows.append(_check(_json(f.read_bytes(), str(f)), str(f)))
             except (OSError, json.JSONDecodeError) as exc:
                 raise ReportError(f"{f}: not a readable result ({exc})") from None
         return rows
@@ -96,16 +99,16 @@ def load_source(path: Path) -> list[dict]:
                 for m in sorted(tar.getmembers(), key=lambda m: m.name):
                     parts = m.name.split("/")
                     if m.isfile() and m.name.endswith(".json") and len(parts) >= 2 and parts[-2] == "results":
-                        rows.append(_check(json.loads(tar.extractfile(m).read().decode("utf-8")), f"{path}:{m.name}"))
+                        rows.append(_check(_json(tar.extractfile(m).read(documents.MAX_BYTES), f"{path}:{m.name}"), f"{path}:{m.name}"))
         except (OSError, tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ReportError(f"{path}: not a readable results archive ({exc})") from None
         if not rows:
             raise ReportError(f"{path}: the archive holds no results/*.json")
         return rows
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+        data = documents.parse(documents.read_bytes(path), str(path))
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
     if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA:
         return [_check(r, f"{path}: result {i}") for i, r in enumerate(data.get("results", []))]
     return [_check(data, str(path))]
@@ -113,9 +116,9 @@ def load_source(path: Path) -> list[dict]:
 
 def load_merged(path: Path) -> dict:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+        data = documents.load(path, "merged")
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != MERGED_SCHEMA:
         raise ReportError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {MERGED_SCHEMA}")
     for i, r in enumerate(data.get("results", [])):

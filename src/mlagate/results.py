@@ -37,6 +37,7 @@ class Result:
     started: float = field(default_factory=time.time)
     duration_s: float = 0.0
     stderr: str = ""
+    run_id: str | None = field(default_factory=lambda: os.environ.get("MLAGATE_RUN_ID"))  # set by mlagate run
 
     def to_json(self) -> dict:
         c = self.case
@@ -67,6 +68,7 @@ class Result:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "duration_s": round(self.duration_s, 3),
             "stderr": self.stderr,
+            "run_id": self.run_id,
         }
 
 
@@ -82,15 +84,13 @@ def write(result: Result, results_dir: Path, stem: str) -> Path:
 
 
 def read(path: Path) -> dict:
+    """One result file, validated against schemas/result.json (mlagate.documents)."""
+    from mlagate import documents
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultError(f"{path}: not a readable result ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ResultError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {SCHEMA}")
-    if data.get("verdict") not in VERDICTS:
-        raise ResultError(f"{path}: verdict {data.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
-    return data
+        return documents.load(path, "result")
+    except documents.DocumentError as exc:
+        raise ResultError(str(exc)) from None
 
 
 def load_dir(results_dir: Path) -> list[dict]:

@@ -291,8 +291,9 @@ def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
         tree = ast.parse(text, str(path))
-    except (SyntaxError, ValueError) as exc:
-        report.findings.append(Finding("MLA006", display, getattr(exc, "lineno", 1) or 1, 1, f"not parsed: {exc.__class__.__name__}: {exc}"))
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError) as exc:  # a link loop, a deep expression
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0] if str(exc) else ""
+        report.findings.append(Finding("MLA006", display, getattr(exc, "lineno", 1) or 1, 1, f"not parsed: {exc.__class__.__name__}: {why}"))
         return
     module = _import_path(path, root) if root in path.parents else path.stem
     report.module_names.add(module)

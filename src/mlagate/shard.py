@@ -64,10 +64,12 @@ def default_costs_path() -> Path:
 
 def load_costs(path: Path | None = None) -> Costs:
     path = Path(path or default_costs_path())
+    from mlagate import documents
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ShardError(f"{path}: not a readable cost table ({exc})") from None
+        data = documents.load(path, "costs")
+    except documents.DocumentError as exc:
+        raise ShardError(str(exc)) from None
     if data.get("schema") != COSTS_SCHEMA or not isinstance(data.get("suites"), dict):
         raise ShardError(f"{path}: schema is {data.get('schema')!r}, expected {COSTS_SCHEMA} with a 'suites' mapping")
     for name, suite in data["suites"].items():

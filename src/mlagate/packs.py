@@ -1,0 +1,256 @@
+"""Arm packs and arm content manifests.
+
+Every installed arm holds `content.json`: the sha256 of each of its files (byte code caches
+under __pycache__ excepted). It is written at install and checked at export, at import (before
+an arm is renamed into the cache) and at run start (`verify`).
+
+A pack is read member by member with our own checks rather than tarfile's extraction filters
+(which older CPython 3.11/3.12 releases do not fully enforce): regular files and folders only,
+names relative and under arms/<key>/, a cap on the member count, on each member's size and on
+the total. Everything lands in a staging folder first; the pack is refused whole on the first
+problem and nothing reaches the cache.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from mlagate import documents
+
+CONTENT = "content.json"
+CONTENT_SCHEMA = "mlagate.arm-content/1"
+KEY = re.compile(r"^[0-9a-f]{20}$")
+SKIP_DIRS = ("__pycache__",)
+
+
+@dataclass(frozen=True)
+class Limits:
+    members: int = 200_000
+    member_bytes: int = 1 << 30
+    total_bytes: int = 4 << 30
+
+
+class PackError(ValueError):
+    """A pack or an installed arm that cannot be trusted; str() is one line."""
+
+
+def _hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(arm_dir: Path) -> Iterable[tuple[str, Path]]:
+    """(relative posix name, path) of every file the manifest covers; links are refused."""
+    for dirpath, dirnames, filenames in os.walk(arm_dir):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for d in dirnames:
+            if os.path.islink(os.path.join(dirpath, d)):
+                raise PackError(f"{arm_dir}: {os.path.join(dirpath, d)} is a link")
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            rel = path.relative_to(arm_dir).as_posix()
+            if rel == CONTENT:
+                continue
+            if not stat.S_ISREG(path.lstat().st_mode):
+                raise PackError(f"{arm_dir}: {rel} is not a regular file")
+            yield rel, path
+
+
+def content(arm_dir: Path) -> dict[str, str]:
+    return {rel: _hash(path) for rel, path in _files(arm_dir)}
+
+
+def write_content(arm_dir: Path) -> dict[str, str]:
+    """Write the arm's content manifest (at install, before the arm is renamed into the cache)."""
+    files = content(arm_dir)
+    doc = {"schema": CONTENT_SCHEMA, "files": files}
+    (arm_dir / CONTENT).write_text(json.dumps(doc, indent=0, sort_keys=True), encoding="utf-8")
+    return files
+
+
+def read_content(arm_dir: Path) -> dict[str, str]:
+    path = arm_dir / CONTENT
+    if not path.exists():
+        raise PackError(f"{path}: no content manifest")
+    try:
+        return documents.load(path, "arm-content")["files"]
+    except documents.DocumentError as exc:
+        raise PackError(str(exc)) from None
+
+
+def verify(arm_dir: Path) -> None:
+    """Raise PackError naming the first file that differs from the arm's content manifest."""
+    want = read_content(arm_dir)
+    have = content(arm_dir)
+    for rel in sorted(set(want) | set(have)):
+        if rel not in have:
+            raise PackError(
+                f"arm {arm_dir.name}: {rel} is missing (content manifest {arm_dir / CONTENT})"
+            )
+        if rel not in want:
+            raise PackError(
+                f"arm {arm_dir.name}: {rel} is not in its content manifest (an added file)"
+            )
+        if have[rel] != want[rel]:
+            raise PackError(f"arm {arm_dir.name}: {rel} changed since install (sha256 differs)")
+
+
+# --- export / import ---------------------------------------------------------------------
+
+
+def export(arm_dirs: Iterable[Path], out: Path) -> Path:
+    """Pack installed arms (each checked against its manifest first) into one tar.gz."""
+    dirs = list(arm_dirs)
+    for d in dirs:
+        if not (d / CONTENT).exists():
+            write_content(d)  # an arm installed before content manifests existed
+        verify(d)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for d in dirs:
+            added: set[str] = set()
+            tar.add(d, arcname=f"arms/{d.name}", recursive=False)
+            for rel, path in [(CONTENT, d / CONTENT), *_files(d)]:
+                parts = PurePosixPath(rel).parts[:-1]
+                for i in range(1, len(parts) + 1):
+                    sub = "/".join(parts[:i])
+                    if sub not in added:
+                        added.add(sub)
+                        tar.add(d / sub, arcname=f"arms/{d.name}/{sub}", recursive=False)
+                tar.add(path, arcname=f"arms/{d.name}/{rel}", recursive=False)
+    os.replace(tmp, out)
+    return out
+
+
+def _check_member(m: tarfile.TarInfo, limits: Limits) -> tuple[str, ...]:
+    """The member's path parts under arms/, or PackError."""
+    name = m.name
+    pure = PurePosixPath(name)
+    if not name or name.startswith("/") or pure.is_absolute() or "\\" in name or "\x00" in name:
+        raise PackError(f"member {name!r}: an absolute or odd path")
+    parts = tuple(p for p in pure.parts if p != ".")
+    if any(p == ".." for p in parts):
+        raise PackError(f"member {name!r}: a parent ('..') path")
+    if not parts or parts[0] != "arms":
+        raise PackError(f"member {name!r}: outside arms/")
+    if len(parts) >= 2 and not KEY.match(parts[1]):
+        raise PackError(f"member {name!r}: {parts[1]!r} is not an arm key")
+    if m.issym() or m.islnk():
+        raise PackError(f"member {name!r}: a link ({'symbolic' if m.issym() else 'hard'})")
+    if not (m.isreg() or m.isdir()):
+        raise PackError(f"member {name!r}: not a regular file or folder")
+    if m.isreg() and len(parts) < 3:
+        raise PackError(f"member {name!r}: a file outside an arm folder")
+    if m.size > limits.member_bytes:
+        raise PackError(f"member {name!r}: {m.size} bytes, over the limit of {limits.member_bytes}")
+    return parts
+
+
+def _members(tar: tarfile.TarFile, limits: Limits) -> list[tuple[tarfile.TarInfo, tuple[str, ...]]]:
+    out, total = [], 0
+    for m in tar:
+        if len(out) >= limits.members:
+            raise PackError(f"more than {limits.members} members")
+        parts = _check_member(m, limits)
+        total += m.size if m.isreg() else 0
+        if total > limits.total_bytes:
+            raise PackError(f"members total over {limits.total_bytes} bytes")
+        out.append((m, parts))
+    return out
+
+
+def _extract(tar: tarfile.TarFile, members, staging: Path) -> set[str]:
+    """Write each member under staging; no link is ever created, files are created exclusively."""
+    keys = set()
+    for m, parts in members:
+        if len(parts) < 2:
+            continue
+        keys.add(parts[1])
+        target = staging.joinpath(*parts[1:])
+        if m.isdir():
+            target.mkdir(mode=0o755, parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        src = tar.extractfile(m)
+        mode = 0o755 if m.mode & 0o100 else 0o644
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as dst:
+            left = m.size
+            while left > 0:
+                block = src.read(min(left, 1 << 20))
+                if not block:
+                    raise PackError(f"member {m.name!r}: truncated")
+                dst.write(block)
+                left -= len(block)
+    return keys
+
+
+def import_pack(archive: Path, root: Path, limits: Limits | None = None) -> list[str]:
+    """Unpack a pack into the cache at root, all or nothing; returns the arm keys it held."""
+    limits = limits or Limits()
+    archive = Path(archive)
+    try:
+        st = os.stat(archive)
+    except OSError as exc:
+        raise PackError(f"{archive}: cannot read: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise PackError(f"{archive}: not a regular file")
+    arms_dir = Path(root) / "arms"
+    arms_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=arms_dir))
+    try:
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                keys = _extract(tar, _members(tar, limits), staging)
+        except PackError as exc:
+            raise PackError(f"{archive}: refused: {exc}") from None
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+            raise PackError(f"{archive}: not a readable pack ({type(exc).__name__})") from None
+        for key in sorted(keys):
+            try:
+                _check_staged(staging / key, arms_dir / key)
+            except PackError as exc:
+                raise PackError(f"{archive}: refused: {exc}") from None
+        for key in sorted(keys):
+            _install_staged(staging / key, arms_dir, key)
+        return sorted(keys)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_staged(staged: Path, final: Path) -> None:
+    if not (staged / "arm.json").is_file():
+        raise PackError(f"arm {staged.name}: no arm.json")
+    verify(staged)
+    if final.exists():
+        try:
+            same = read_content(final) == read_content(staged)
+        except PackError:
+            same = False
+        if not same:
+            raise PackError(
+                f"arm {final.name} is installed with other content; the pack would change it"
+            )
+
+
+def _install_staged(staged: Path, arms_dir: Path, key: str) -> None:
+    final = arms_dir / key
+    with open(arms_dir / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not final.exists():
+            os.rename(staged, final)

@@ -1,0 +1,99 @@
+"""The one JSON document reader: every bad document is a one-line error naming the file and key."""
+
+import json
+import os
+
+import pytest
+
+from mlagate import documents
+
+GOOD = {
+    "result": {
+        "schema": "mlagate.result/1",
+        "case_id": "c",
+        "suite": "s",
+        "module": "m",
+        "arm": "a",
+        "verdict": "pass",
+    },
+    "manifest": {
+        "schema": "mlagate.manifest/1",
+        "runner": "r",
+        "profile": "p",
+        "shard": "1/2",
+        "plan": "x",
+        "cases": ["c"],
+    },
+    "plan": {
+        "schema": "mlagate.plan/1",
+        "jobs": [{"runner": "r", "shard": "1/1", "case_ids": ["c"]}],
+    },
+    "merged": {"schema": "mlagate.merged/1", "commit": "abc", "counts": {"pass": 1}, "results": []},
+    "costs": {
+        "schema": "mlagate.costs/1",
+        "suites": {"probes": {"default": 1.5, "modules": {"m": 2}}},
+    },
+    "figures": {
+        "schema": "mlagate.figures/1",
+        "figures_version": [],
+        "commit": "abc",
+        "counts": {},
+        "figures": {"a|b|c|d|e": 1.0},
+    },
+    "arm-content": {"schema": "mlagate.arm-content/1", "files": {"site/x.py": "0" * 64}},
+}
+BAD = {  # kind -> (a change to the good document, the key the error names)
+    "result": ({"verdict": "great"}, "verdict"),
+    "manifest": ({"shard": "1/30000000"}, "shard"),
+    "plan": ({"jobs": [{"runner": "r", "shard": "1/1", "case_ids": [1]}]}, "jobs.0.case_ids.0"),
+    "merged": ({"commit": "javascript:alert(1)"}, "commit"),
+    "costs": ({"suites": {"probes": {"default": -1}}}, "suites.probes.default"),
+    "figures": ({"counts": {"pass": "<img>"}}, "counts.pass"),
+    "arm-content": ({"files": {"x": "not a digest"}}, "files.x"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GOOD))
+def test_a_good_document_loads_and_a_bad_one_names_its_key(kind, tmp_path):
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(GOOD[kind]))
+    assert documents.load(path, kind) == GOOD[kind]
+    change, key = BAD[kind]
+    path.write_text(json.dumps({**GOOD[kind], **change}))
+    with pytest.raises(documents.DocumentError) as err:
+        documents.load(path, kind)
+    assert str(err.value).startswith(f"{path}: {key}: ") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"[" * 100_000, "nested too deeply"),
+        (b'{"schema": "mlagate.result/1", "n": ' + b"1" * 5000 + b"}", "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"{", "not valid JSON"),
+        (b"[]", "schema is"),
+        (b'{"schema": {"deep": 1}}', "schema is not a string"),
+    ],
+)
+def test_bad_bytes_are_one_line(data, why, tmp_path):
+    path = tmp_path / "d.json"
+    path.write_bytes(data)
+    with pytest.raises(documents.DocumentError, match=why) as err:
+        documents.load(path, "result")
+    assert "\n" not in str(err.value)
+
+
+def test_only_regular_files_of_bounded_size(tmp_path):
+    os.mkfifo(tmp_path / "fifo.json")
+    os.symlink(tmp_path / "loop.json", tmp_path / "loop.json")
+    (tmp_path / "big.json").write_bytes(b" " * 2000)
+    for name, why in (
+        ("fifo.json", "not a regular file"),
+        ("loop.json", "cannot read"),
+        (".", "not a regular file"),
+    ):
+        with pytest.raises(documents.DocumentError, match=why):
+            documents.load(tmp_path / name, "result")
+    with pytest.raises(documents.DocumentError, match="larger than 1000 bytes"):
+        documents.read_bytes(tmp_path / "big.json", max_bytes=1000)
