@@ -143,3 +143,8 @@ def test_health_runs_on_this_machine_and_reports_its_findings(tmp_path):
     assert text.returncode == 1
     assert any(line.startswith("FAIL  memory") and "(need 100000)" in line for line in text.stdout.splitlines()), text.stdout
     assert text.stdout.splitlines()[-1].startswith("unfit: ") and "memory" in text.stdout.splitlines()[-1]
+
+
+def test_a_backend_the_platform_cannot_have_fails():
+    assert [c.name for c in health.check(linux(), backend="metal").failed] == ["metal"]
+    assert "cuda" in [c.name for c in health.check(mac(), backend="cuda").failed]

@@ -246,6 +246,8 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
         displays = system.run("system_profiler", "SPDisplaysDataType")
         metal = parse_metal(displays) if displays is not None else None
         checks.append(Check("metal", "ok" if metal else "fail", metal or "no Metal device in system_profiler SPDisplaysDataType"))
+    if backend == "cuda":
+        checks.append(Check("cuda", "fail", "backend cuda expected, but MLX's CUDA backend runs only on Linux"))
     return checks
 
 
@@ -269,6 +271,8 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
     else:
         fine = governors == ["performance"]
         checks.append(Check("cpu-governor", "ok" if fine else "warn", f"scaling governor {', '.join(governors)}" + ("" if fine else " (performance is steadier for timings)")))
+    if backend == "metal":
+        checks.append(Check("metal", "fail", "backend metal expected, but Metal runs only on macOS"))
     if backend == "cuda":
         query = system.run("nvidia-smi", "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active", "--format=csv,noheader,nounits")
         gpus = parse_nvidia(query) if query else []
