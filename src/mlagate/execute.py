@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import bounds, lifeline, live, machine, outdir, results, resume, shard
+from mlagate import bounds, lifeline, live, machine, outdir, results, resume, runplan, shard
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
@@ -63,6 +63,7 @@ class PlanOutcome:
     cases: list[Case]
     gaps: list[Coverage]
     skipped: list[Case] = field(default_factory=list)  # cases a known finding leaves out (expectation skip)
+    installs: dict[str, ArmInstall] = field(default_factory=dict)  # the resolved arms
 
     @property
     def exit_code(self) -> int:
@@ -76,7 +77,7 @@ def plan(matrix: Matrix, selection: Selection, profile: str, backend: str, runne
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     cases = [c for c in every if c.expected != "skip"]
-    return PlanOutcome(cases, coverage(matrix, installs), [c for c in every if c.expected == "skip"])
+    return PlanOutcome(cases, coverage(matrix, installs), [c for c in every if c.expected == "skip"], installs)
 
 
 def _plugin_installed() -> bool:
@@ -179,19 +180,18 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
     if only is None:
         set_aside(out)
     run_id = lifeline.new_run_id()
-    case_file = None
     if shard_spec is not None:
         bounds.shards(shard_spec[1], len(outcome.cases), "--shard")
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
         cases = shard.assign(outcome.cases, shard_spec[1], kinds, costs or shard.load_costs())[shard_spec[0] - 1]
         out.mkdir(parents=True, exist_ok=True)
-        case_file = out / "shard-cases.json"
-        case_file.write_text(json.dumps([c.id for c in cases]))
+        (out / "shard-cases.json").write_text(json.dumps([c.id for c in cases]))
     if only is not None:
         cases = resume.pick(cases, only, matrix)
-        case_file = resume.write_cases(out, cases)
+        resume.write_cases(out, cases)
     else:
         shard.write_manifest(out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner)
+    plan_file = runplan.write(out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs))
     machine.record(out, "start")
     follow = live.start(out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose)
     with_cases = {c.suite for c in cases}
@@ -202,19 +202,9 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
         if not chosen:
             continue
         args = [sys.executable, "-m", "pytest", *map(str, (suite_file(matrix, s) for s in chosen)), "-q", "-p", "no:cacheprovider",
-                "--rootdir", str(bundled("suites")), "--mlagate-matrix", str(matrix.path), "--mlagate-profile", profile,
-                "--mlagate-backend", backend, "--mlagate-runner", runner, "--mlagate-out", str(out)]
+                "--rootdir", str(bundled("suites")), "--mlagate-plan", str(plan_file), "--mlagate-out", str(out), "--mlagate-cpu", cpu]
         if cache:
             args += ["--mlagate-cache", str(cache)]
-        if case_file is not None:
-            args += ["--mlagate-cases", str(case_file)]
-        if aa:
-            args += ["--mlagate-aa"]
-        args += ["--mlagate-cpu", cpu]
-        for m in selection.modules:
-            args += ["--mlagate-module", m]
-        for a in selection.arms:
-            args += ["--mlagate-arm", a]
         if kind == "correctness" and workers > 1:
             args += ["-n", str(workers)]
         if kind == "performance":
