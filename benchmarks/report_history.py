@@ -21,7 +21,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from mlagate import history, report
+from mlagate.report import history
+from mlagate.report import page as report
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [*sorted((ROOT / "docs/reference/cpu").glob("*.tgz")), *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]

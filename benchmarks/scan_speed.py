@@ -18,7 +18,8 @@ from mlagate import arms, matrix
 
 CHILD = """
 import sys, time
-from mlagate import scanner, matrix
+from mlagate import matrix
+from mlagate.scan import guards as scanner
 m = matrix.load(sys.argv[2])
 t = time.perf_counter()
 report = scanner.scan([sys.argv[1]], m.allowlist)

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from mlagate import arms, matrix  # noqa: E402
-from mlagate.supervisor import PIN_ENV, WorkerProcess  # noqa: E402
+from mlagate.harness.supervisor import PIN_ENV, WorkerProcess  # noqa: E402
 
 CONFIG = {"vocab_size": 256, "model_type": "deepseek_v3", "intermediate_size": 256, "moe_intermediate_size": 64, "num_hidden_layers": 1,
           "num_key_value_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 512,

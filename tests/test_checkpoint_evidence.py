@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mlagate import arms, checkpoints, matrix
-from mlagate.supervisor import WorkerPool
+from mlagate.harness.supervisor import WorkerPool
 
 from .conftest import ROOT, cli
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mlagate import report
+from mlagate.report import page as report
 
 
 def _results(out):

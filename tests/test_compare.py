@@ -2,7 +2,7 @@
 
 import json
 
-from mlagate import compare
+from mlagate.gate import compare
 
 
 def _break_fixed(matrix):
@@ -98,14 +98,14 @@ def test_outcomes_judge_not_verdicts():
 
 
 def test_two_commits_of_a_history(tmp_path, run_cli):
-    from mlagate import report
+    from mlagate.report import build as report_build
 
     from .test_report import write_results
 
     hist = tmp_path / "history"
     for commit, verdict in (("c1", "pass"), ("c2", "fail")):
         src = write_results(tmp_path / commit, [dict(_row(verdict, "pass"), schema="mlagate.result/1")])
-        report.build([src], tmp_path / f"html-{commit}", history=hist, commit=commit)
+        report_build.build([src], tmp_path / f"html-{commit}", history=hist, commit=commit)
     proc = run_cli("compare", "c1", "c2", "--history", hist)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "pass (as expected) -> fail (regression)" in proc.stdout

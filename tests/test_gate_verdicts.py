@@ -15,8 +15,7 @@ import shutil
 
 import pytest
 
-from mlagate import matrix
-from mlagate.gate import outcomes
+from mlagate import matrix, outcomes
 
 from .conftest import FIXTURES, ROOT, cli
 

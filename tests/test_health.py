@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mlagate import health
+from mlagate.gate import health
 from tests.conftest import FIXTURES, cli
 
 REC = FIXTURES / "health"

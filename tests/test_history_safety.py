@@ -5,7 +5,8 @@ import json
 import os
 import time
 
-from mlagate import history, report
+from mlagate.report import history
+from mlagate.report import page as report
 
 from .test_report import _commit_rows, result
 

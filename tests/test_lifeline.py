@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import execute, lifeline, matrix
+from mlagate import lifeline, matrix
+from mlagate.gate import run as execute
 from mlagate.plan import Selection
 
 

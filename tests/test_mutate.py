@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import execute, matrix
+from mlagate import matrix
+from mlagate.gate import run as execute
 from mlagate.mutate import killmatrix, operators, run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -438,7 +439,7 @@ def test_derived_matrix_adds_one_arm_per_mutant_without_yaml_aliases(tmp_path):
 
 
 def test_suite_order_follows_the_cost_table():
-    from mlagate import shard
+    from mlagate.gate import shard
 
     m = matrix.load(FIXTURES / "fake-mutate.yaml")
     opts = run.Options()

@@ -80,7 +80,7 @@ def test_short_steps_repeat_within_a_sample(perf):
 
 
 def test_calibrated_loops():
-    from mlagate.plugin import MAX_LOOPS, calibrated_loops
+    from mlagate.harness.plugin import MAX_LOOPS, calibrated_loops
 
     assert calibrated_loops(0.0, 0.001) == 1
     assert calibrated_loops(0.02, 0.001) == 20

@@ -9,7 +9,7 @@ from .conftest import FIXTURES
 
 SUITE = '''
 import pytest
-from mlagate.plugin import Invalid
+from mlagate.harness.plugin import Invalid
 
 pytestmark = pytest.mark.mla_suite("probes")
 

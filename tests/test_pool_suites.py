@@ -83,7 +83,7 @@ def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproduc
 
 
 def test_budgets_are_per_backend_or_one_number():
-    from mlagate import scripts
+    from mlagate.harness import scripts
 
     assert scripts.budget(64, "cuda") == 64
     assert scripts.budget({"cpu": 64, "cuda": 8192}, "cuda") == 8192

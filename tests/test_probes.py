@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 
-from mlagate import probes
+from mlagate.worker import probes
 
 STOCK = """
 class A:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import history, junit, report, results
+from mlagate import results
+from mlagate.report import build as report_build
+from mlagate.report import history, junit
+from mlagate.report import page as report
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = [*sorted((ROOT / "docs/reference/cpu").glob("*.tgz")), *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
@@ -47,7 +50,7 @@ def markup_rows() -> list[dict]:
 
 def test_a_module_name_holding_markup_renders_as_text(tmp_path):
     src = write_results(tmp_path / "run", markup_rows())
-    outcome = report.build([src], tmp_path / "html", commit="abc123")
+    outcome = report_build.build([src], tmp_path / "html", commit="abc123")
     html = (tmp_path / "html/index.html").read_text()
     assert raw_markup(html) == []
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "arm&lt;b&gt;x&lt;/b&gt;" in html
@@ -75,7 +78,7 @@ def test_the_markup_check_catches_an_unescaped_page(monkeypatch):
 @pytest.fixture(scope="module")
 def reference_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("reference") / "html"
-    return report.build(REFERENCE, out, commit="reference")
+    return report_build.build(REFERENCE, out, commit="reference")
 
 
 def test_the_reference_report_holds_every_case_and_every_output(reference_report):
@@ -199,7 +202,7 @@ def test_history_flags_a_planted_step_and_only_then(tmp_path, step):
 
 
 def test_rerendering_a_merged_json_keeps_its_commit(tmp_path, run_cli):
-    report.build([write_results(tmp_path / "run", [result()])], tmp_path / "a", commit="c0ffee")
+    report_build.build([write_results(tmp_path / "run", [result()])], tmp_path / "a", commit="c0ffee")
     proc = run_cli("report", tmp_path / "a" / "merged.json", "--out", tmp_path / "b")
     assert proc.returncode == 0, proc.stderr
     again = json.loads((tmp_path / "b" / "merged.json").read_text())
@@ -264,12 +267,12 @@ def test_cases_merge_found_missing_are_shown_everywhere(tmp_path):
     folder = write_results(tmp_path / "merged", [result(verdict="pass")])
     (folder / "merge.json").write_text(json.dumps({"schema": "mlagate.merge/1", "missing": ["linux-cpu::probes::x::y::g::float32::cpu"],
                                                    "missing_shards": ["2/2 of runner linux-cpu"], "unplanned": []}))
-    outcome = report.build([folder], tmp_path / "out", commit="c1")
+    outcome = report_build.build([folder], tmp_path / "out", commit="c1")
     html = (tmp_path / "out" / "index.html").read_text()
     assert 'id="gaps"' in html and "missing linux-cpu::probes::x::y::g::float32::cpu" in html and "missing shard 2/2 of runner linux-cpu" in html
     assert "Not a complete run: 1 planned cases without a result, 1 missing shards" in (tmp_path / "out" / "summary.md").read_text()
     root = ET.parse(tmp_path / "out" / "junit.xml").getroot()
     assert root.get("errors") == "1" and root.get("tests") == "2"
     assert outcome.merged["gaps"]["missing_shards"] == ["2/2 of runner linux-cpu"]
-    clean = report.build([write_results(tmp_path / "clean", [result(verdict="pass")])], tmp_path / "out2", commit="c2")
+    clean = report_build.build([write_results(tmp_path / "clean", [result(verdict="pass")])], tmp_path / "out2", commit="c2")
     assert "gaps" not in clean.merged and 'id="gaps"' not in (tmp_path / "out2" / "index.html").read_text()

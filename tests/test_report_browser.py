@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import report
+from mlagate.report import build as report_build
+from mlagate.report import page as report
 
 from .test_report import MARKUP, REFERENCE, markup_rows, write_results
 
@@ -99,7 +100,7 @@ def test_console_collection_catches_a_broken_page(browser, tmp_path):
 def test_reference_report_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    outcome = report.build(REFERENCE, tmp_path / "html", commit="reference")
+    outcome = report_build.build(REFERENCE, tmp_path / "html", commit="reference")
     logs = open_page(browser, tmp_path / "html/index.html")
     assert logs == [], logs
     matrix = browser.find_element(By.ID, "verdict-matrix")
@@ -146,7 +147,7 @@ def test_markup_in_a_module_name_is_text_in_the_dom(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
     src = write_results(tmp_path / "run", markup_rows())
-    report.build([src], tmp_path / "html", commit="markup")
+    report_build.build([src], tmp_path / "html", commit="markup")
     logs = open_page(browser, tmp_path / "html/index.html")
     assert logs == [], logs
     with pytest.raises(NoAlertPresentException):
@@ -180,7 +181,7 @@ def test_contrast_ratio_can_fail():
 def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    outcome = report.build(REFERENCE, tmp_path / "html", commit="reference")
+    outcome = report_build.build(REFERENCE, tmp_path / "html", commit="reference")
     replays = {report.case_anchor(r["case_id"]): r["replay"] for r in outcome.merged["results"]}
     for width in (1400, 800):
         browser.set_window_size(width, 1600)
@@ -220,7 +221,7 @@ def test_a_correctness_only_report_has_no_empty_plot_boxes(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
     rows = [r for src in REFERENCE for r in report.load_source(src) if r["suite"] not in report.PERFORMANCE_SUITES]
-    report.build([write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness")
+    report_build.build([write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness")
     assert open_page(browser, tmp_path / "html/index.html") == []
     figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
     assert figures and {f.get_attribute("data-plot") for f in figures} == {"equivalence"}, "only the plots with data"
@@ -229,7 +230,7 @@ def test_a_correctness_only_report_has_no_empty_plot_boxes(browser, tmp_path):
     assert {b.get_attribute("data-kind") for b in boxes} == {"correctness"}
 
     probes = [r for r in rows if r["suite"] == "probes"]
-    report.build([write_results(tmp_path / "probes", probes)], tmp_path / "html2", commit="probes")
+    report_build.build([write_results(tmp_path / "probes", probes)], tmp_path / "html2", commit="probes")
     assert open_page(browser, tmp_path / "html2/index.html") == []
     assert browser.find_elements(By.CSS_SELECTOR, "figure.plot") == []
     assert browser.find_element(By.ID, "no-plots").is_displayed()

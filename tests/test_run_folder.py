@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import outdir
+from mlagate.gate import outdir
 
 SLOW = "\nimport time as _t\n_t.sleep({s})\n"
 

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from mlagate import findings, scanner
+from mlagate.scan import formats as findings
+from mlagate.scan import guards as scanner
 from tests.conftest import FIXTURES
 
 

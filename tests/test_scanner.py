@@ -3,7 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import findings, matrix, scanner
+from mlagate import matrix
+from mlagate.scan import formats as findings
+from mlagate.scan import guards as scanner
 
 from .conftest import FIXTURES, ROOT
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import shard
+from mlagate.gate import shard
 from mlagate.plan import Case
 from tests.conftest import FIXTURES, cli
 
@@ -216,7 +216,8 @@ def test_the_gate_plan_refuses_an_unregistered_module_and_bad_options(fake_matri
 
 
 def test_a_shard_the_plan_left_empty_is_not_missing(tmp_path):
-    from mlagate import merge, results
+    from mlagate import results
+    from mlagate.gate import merge
 
     def shard_dir(i: int, case_id: str) -> Path:
         d = tmp_path / f"s{i}"
@@ -241,7 +242,7 @@ def test_a_shard_the_plan_left_empty_is_not_missing(tmp_path):
 
 
 def test_a_malformed_manifest_or_plan_is_one_line_naming_the_key(tmp_path):
-    from mlagate import merge
+    from mlagate.gate import merge
 
     shard = tmp_path / "s1"
     (shard / "results").mkdir(parents=True)

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from mlagate.speculation import AbsentImporter, _flag_rounds
+from mlagate.worker.speculation import AbsentImporter, _flag_rounds
 
 from .conftest import FIXTURES, ROOT
 
@@ -139,7 +139,7 @@ def test_flag_rounds_count_drafted_and_accepted_tokens():
 def test_absent_packages_get_placeholders_that_refuse_to_run():
     code = textwrap.dedent("""
         import sys
-        from mlagate.speculation import AbsentImporter
+        from mlagate.worker.speculation import AbsentImporter
         finder = AbsentImporter(("mlagate_absent_probe",))
         sys.meta_path.append(finder)
         from mlagate_absent_probe.sub import Tokenizer, AutoThing

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from mlagate import arms, matrix
-from mlagate.supervisor import WorkerError, WorkerPool, pinned_cpu
+from mlagate.harness.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 CONFIG = {"vocab_size": 64, "hidden_size": 64, "num_attention_heads": 2, "kv_lora_rank": 64, "qk_nope_head_dim": 16, "v_head_dim": 16}
 

@@ -11,7 +11,7 @@ import time
 
 import pyte
 
-from mlagate import preflight
+from mlagate.gate import preflight
 
 
 def _slow(matrix, module, seconds):

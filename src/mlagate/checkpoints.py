@@ -3,7 +3,7 @@
 A synthetic checkpoint is a directory in the runtime's own format (config.json with the
 real r / n / v and rope dim, few layers and heads; model.safetensors with the runtime's own
 seeded initialisation; optionally quantised by the runtime's own quantiser), written by an
-arm's worker (mlagate.speculation) into the cache directory under a content key, and loaded
+arm's worker (mlagate.worker.speculation) into the cache directory under a content key, and loaded
 with the runtime's own loader. Nothing is downloaded.
 """
 

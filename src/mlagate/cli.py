@@ -1,4 +1,4 @@
-"""The command line: a thin shell over mlagate.execute. Exit status 2 for bad input, no traceback."""
+"""The command line: a thin shell over mlagate.gate.run. Exit status 2 for bad input, no traceback."""
 
 from __future__ import annotations
 
@@ -8,31 +8,18 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import (
-    __version__,
-    bounds,
-    clihelp,
-    compare,
-    execute,
-    findings,
-    headbase,
-    health,
-    merge,
-    outdir,
-    packs,
-    preflight,
-    report,
-    results,
-    resume,
-    runcli,
-    scanner,
-    shard,
-)
+from mlagate import __version__, backends, clihelp, outcomes, packs, results, runcli
 from mlagate import arms as arms_mod
-from mlagate.gate import backends, outcomes
+from mlagate.gate import bounds, compare, headbase, health, merge, outdir, preflight, resume, shard
+from mlagate.gate import run as execute
 from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.mutate import cli as mutate_cli
 from mlagate.plan import PlanError, Selection
+from mlagate.report import build as report_build
+from mlagate.report import mutation as report_mutation
+from mlagate.report import page as report
+from mlagate.scan import formats as findings
+from mlagate.scan import guards as scanner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards and the time estimate (default: the bundled costs.json)")
     p.add_argument("--head", type=Path, default=None, metavar="PATH",
                    help="a runtime checkout: its working tree is the arm head, compared with its "
-                   "merge base (mlagate.headbase)")
+                   "merge base (mlagate.gate.headbase)")
     p.add_argument("--base", default=None, metavar="REF",
                    help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or main)")
     runcli.options(p)
@@ -154,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError, packs.PackError) as exc:
+    except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError, packs.PackError, report_mutation.KillMatrixError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
@@ -242,7 +229,7 @@ def _scan(args) -> int:
 def _report(args) -> int:
     if args.rerender and args.history is None:
         raise report.ReportError("--rerender: needs --history")
-    outcome = report.build(args.sources, args.out, args.history, args.commit, args.rerender, mutation=args.mutation)
+    outcome = report_build.build(args.sources, args.out, args.history, args.commit, args.rerender, mutation=args.mutation)
     c = outcome.merged["counts"]
     print(f"report: {outcome.out / 'index.html'} ({len(outcome.merged['results'])} results: {c['pass']} passed, {c['fail']} failed, "
           f"{c['invalid']} invalid, {c['argued']} argued-not-measured; {len(outcome.plots)} plots)")

@@ -13,9 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from mlagate import gates as gatespec
+from mlagate import suites as descriptors
 from mlagate import yamlread
-from mlagate.harness import descriptors
-from mlagate.harness import gates as gatespec
 
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")

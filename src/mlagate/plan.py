@@ -8,10 +8,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlagate import scanner
+from mlagate import expectations
 from mlagate.arms import ArmInstall
-from mlagate.gate import expectations
 from mlagate.matrix import Matrix
+from mlagate.scan import guards as scanner
 
 EVIDENCE = ("checkpoint", "synthetic", "argued")
 
@@ -33,7 +33,7 @@ class Case:
     evidence: str
     checkpoint: str | None = None
     aa: bool = False  # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
-    expected: str = "pass"  # the verdict the gate expects (mlagate.gate.expectations)
+    expected: str = "pass"  # the verdict the gate expects (mlagate.expectations)
     expectation: str = ""  # why
     control: bool = False  # a control arm's must-fail case
 

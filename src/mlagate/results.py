@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlagate.gate import outcomes
+from mlagate import outcomes
 
 SCHEMA = "mlagate.result/1"
 VERDICTS = ("pass", "fail", "invalid", "argued")

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlagate import execute, health, progress, resume, shard
+from mlagate.gate import health, progress, resume, shard
+from mlagate.gate import run as execute
 
 DEFAULT_OUT = Path("reports/latest")
 

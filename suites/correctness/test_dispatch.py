@@ -4,8 +4,7 @@ must read one decision: a call whose query fold and output unfold disagree fails
 L and T where it happened.
 """
 
-from mlagate import crossover
-from mlagate.harness import gates
+from mlagate import crossover, gates
 
 GATES = {
     "warm_caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T on which verify widths must absorb

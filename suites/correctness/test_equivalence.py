@@ -17,7 +17,8 @@ multiplies embed_q, which scales the scores of both paths alike, so attention is
 trained models and a wrong score shows in the output.
 """
 
-from mlagate.harness import gates, give_up
+from mlagate import gates
+from mlagate.harness import give_up
 
 _BUDGET = gates.Record({
     "absorbed_factor": gates.Number(0), "growth_factor": gates.Number(0),

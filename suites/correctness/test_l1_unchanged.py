@@ -6,7 +6,8 @@ the path counters agree. Any difference fails with the first differing element.
 import base64
 import struct
 
-from mlagate.harness import Invalid, gates
+from mlagate import gates
+from mlagate.harness import Invalid
 
 GATES = {
     "caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T (a cold one is added)

@@ -15,8 +15,8 @@ where every selection fell back to dense is invalid, not passed.
 
 import random
 
-from mlagate import scripts
-from mlagate.harness import gates, give_up
+from mlagate import gates
+from mlagate.harness import give_up, scripts
 
 GATES = {
     "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)

@@ -5,8 +5,9 @@ Fails when the counters cannot name a path (the fold and unfold disagree), when 
 path is not the path the counters saw, or when a forced branch raises in the runtime.
 """
 
-from mlagate.harness import Invalid, gates
-from mlagate.supervisor import RuntimeRaised
+from mlagate import gates
+from mlagate.harness import Invalid
+from mlagate.harness.supervisor import RuntimeRaised
 
 GATES = {
     "widths": gates.List(gates.Int(1, 4096)),  # query widths observed

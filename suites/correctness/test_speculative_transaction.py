@@ -15,8 +15,8 @@ how to build it deeper). A run in which no verify step rejected a token is inval
 
 import random
 
-from mlagate import scripts
-from mlagate.harness import gates, give_up
+from mlagate import gates
+from mlagate.harness import give_up, scripts
 
 GATES = {
     "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)

@@ -8,8 +8,7 @@ widths the formula says materialised. Where b + 1 is an exact tie the two paths 
 gates.ties says whether either path passes there ("either") or the strict form is required.
 """
 
-from mlagate import crossover
-from mlagate.harness import gates
+from mlagate import crossover, gates
 
 GATES = {
     "tie_search": gates.Int(1, 1 << 20),  # cache lengths searched for the first exact tie

@@ -17,8 +17,8 @@ stay inside the open window; a case whose grid misses either (with kpool > 1) is
 
 import random
 
-from mlagate import scripts
-from mlagate.harness import gates, give_up
+from mlagate import gates
+from mlagate.harness import give_up, scripts
 
 GATES = {
     "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)

@@ -14,8 +14,8 @@ crossover (the first swept width where materialising wins) and the margin at b a
 either way.
 """
 
-from mlagate import crossover, stats
-from mlagate.harness import Invalid, gates
+from mlagate import crossover, gates, stats
+from mlagate.harness import Invalid
 
 GATES = {
     "tolerance": gates.Number(0, 1, above=True),  # how much slower absorbed may be at the formula's width

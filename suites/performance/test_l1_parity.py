@@ -14,8 +14,8 @@ With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/
 measures this runner's noise floor (benchmarks/aa_false_alarms.py counts its red runs).
 """
 
-from mlagate import stats
-from mlagate.harness import Invalid, gates
+from mlagate import gates, stats
+from mlagate.harness import Invalid
 
 GATES = {
     "tolerance": gates.Number(0, 1, above=True),  # the largest L = 1 change that passes

@@ -16,8 +16,8 @@ from the shortest to the longest cache, and its slope per cached token with an i
 are reported for every arm.
 """
 
-from mlagate import stats
-from mlagate.harness import Invalid, gates
+from mlagate import gates, stats
+from mlagate.harness import Invalid
 
 GATES = {
     "widths": gates.List(gates.Int(1, 4096), min_len=2),  # L = 1 and the verify widths

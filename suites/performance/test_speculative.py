@@ -26,9 +26,9 @@ import dataclasses
 
 import pytest
 
-from mlagate import checkpoints, crossover, stats
-from mlagate.harness import Invalid, gates
-from mlagate.speculation import TOP
+from mlagate import checkpoints, crossover, gates, stats
+from mlagate.harness import Invalid
+from mlagate.worker.speculation import TOP
 
 _VARIANT = gates.Record({"dtype": gates.Dtype(), "quant": gates.Quant()})
 GATES = {

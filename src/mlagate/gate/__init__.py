@@ -1,2 +1,3 @@
-"""The gate: which runner and backend a run is for, what each case is expected to do, and the
-gate outcome of every result (mlagate.gate.outcomes)."""
+"""The gate, in the CLI process: run orchestration (run), shards and the cost table (shard),
+merge, runner health, head/base runs for runtime repositories, the output-folder lock, live
+progress, compare and resume, and the bounds of command-line arguments."""

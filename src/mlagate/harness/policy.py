@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from mlagate.harness.errors import Invalid
-from mlagate.supervisor import RuntimeRaised, WorkerError
+from mlagate.harness.supervisor import RuntimeRaised, WorkerError
 
 TRACEBACK_LINES = 12
 

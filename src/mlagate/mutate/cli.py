@@ -6,8 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from mlagate import execute, shard
-from mlagate.gate import backends
+from mlagate import backends
+from mlagate.gate import run as execute
+from mlagate.gate import shard
 from mlagate.matrix import BACKENDS, default_path, load
 from mlagate.mutate import killmatrix, operators, run
 

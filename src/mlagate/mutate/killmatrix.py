@@ -17,20 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import jinja2
-from markupsafe import Markup
-
-from mlagate.execute import UsageError
-
-SCHEMA = "mlagate.mutate/1"
-STATUSES = ("killed", "survived", "only invalid", "no control", "equivalent")
-FILE = "kill-matrix.json"
-
-KillMatrix = dict
-
-
-class KillMatrixError(UsageError):
-    """A kill matrix file that cannot be read; one line naming the file."""
+from mlagate.report.mutation import FILE, SCHEMA, STATUSES, KillMatrix, KillMatrixError, grid, load, page, section  # noqa: F401 (the document and its rendering)
 
 
 def _status(entry) -> str:
@@ -139,42 +126,6 @@ def set_aside(out: Path) -> Path | None:
     return target
 
 
-def load(path: Path) -> KillMatrix:
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise KillMatrixError(f"{path}: not a readable kill matrix ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else None
-        raise KillMatrixError(f"{path}: schema is {got!r}, expected {SCHEMA}")
-    if not isinstance(doc.get("mutants"), list) or any(
-        not isinstance(m, dict) or m.get("status") not in STATUSES for m in doc["mutants"]
-    ):
-        raise KillMatrixError(
-            f"{path}: mutants: expected a list of mutants with a status among {', '.join(STATUSES)}"
-        )
-    return doc
-
-
-def cell(rows: list[dict]) -> str:
-    """One module x operator cell: each mutant's first killing suite, or its status in capitals."""
-    labels = Counter(r["killed_by"][0] if r["killed_by"] else r["status"].upper() for r in rows)
-    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(labels.items()))
-
-
-def grid(doc: KillMatrix) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    ops = sorted({m["operator"] for m in doc["mutants"]})
-    keys = sorted({(m["arm"], m["module"]) for m in doc["mutants"]})
-    body = []
-    for arm, module in keys:
-        mine = [m for m in doc["mutants"] if (m["arm"], m["module"]) == (arm, module)]
-        body.append(
-            (f"{arm} {module}", [cell([m for m in mine if m["operator"] == op]) for op in ops])
-        )
-    return ops, body
-
-
 def text(doc: KillMatrix) -> str:
     ops, body = grid(doc)
     width = max([len(k) for k, _ in body] + [10])
@@ -223,20 +174,3 @@ def markdown(doc: KillMatrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-)
-
-
-def section(doc: KillMatrix) -> str:
-    """The kill-matrix section of the report page (HTML, escaped by the template)."""
-    ops, body = grid(doc)
-    return _ENV.get_template("killmatrix.html.j2").render(doc=doc, ops=ops, body=body)
-
-
-def page(doc: KillMatrix) -> str:
-    return _ENV.get_template("page.html.j2").render(section=Markup(section(doc)))

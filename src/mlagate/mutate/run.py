@@ -27,7 +27,9 @@ from pathlib import Path
 import yaml
 
 from mlagate import arms as arms_mod
-from mlagate import execute, results, shard
+from mlagate import results
+from mlagate.gate import run as execute
+from mlagate.gate import shard
 from mlagate.matrix import Matrix, bundled
 from mlagate.mutate import arms as mutant_arms
 from mlagate.mutate import killmatrix, operators
@@ -330,7 +332,7 @@ def _pytest(
     if opts.workers > 1:
         args += ["-n", str(opts.workers)]
     if not execute._plugin_installed():
-        args += ["-p", "mlagate.plugin"]
+        args += ["-p", "mlagate.harness.plugin"]
     env = {
         k: v
         for k, v in os.environ.items()

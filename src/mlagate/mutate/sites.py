@@ -15,7 +15,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import probes, scanner
+from mlagate.scan import guards as scanner
+from mlagate.worker import probes
 
 
 @dataclass

@@ -168,7 +168,7 @@ def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
         if len(parts) != 2 or not parts[0].isdigit():
             continue
         pid, args = int(parts[0]), parts[1]
-        if pid in exclude or "mlagate health" in args or "mlagate.health" in args:
+        if pid in exclude or "mlagate health" in args or "mlagate.gate.health" in args:
             continue
         if MLX_PROCESS.search(args):
             found.append((pid, args[:120]))

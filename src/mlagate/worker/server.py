@@ -1,6 +1,6 @@
 """The worker: a subprocess that imports exactly one arm.
 
-Runs with `python -I -m mlagate.worker ARM_DIR PACKAGE IN_FD OUT_FD`. It imports only the
+Runs with `python -I -m mlagate.worker.server ARM_DIR PACKAGE IN_FD OUT_FD`. It imports only the
 stdlib, MLX and the runtime under test. Requests and replies are JSON lines on the two
 inherited pipe descriptors (the dedicated channel); stdout and stderr are only logs.
 """
@@ -17,15 +17,15 @@ import time
 import traceback
 from pathlib import Path
 
-from mlagate import device, machine, probes, rollback, tracing
-from mlagate.speculation import SpeculationOps
+from mlagate.worker import device, machine, probes, rollback, tracing
+from mlagate.worker.speculation import SpeculationOps
 
 PROTOCOL = 1
-PIN_ENV = "MLAGATE_WORKER_CPU"  # the CPU the parent pins this worker to (mlagate.supervisor.pinned_cpu)
+PIN_ENV = "MLAGATE_WORKER_CPU"  # the CPU the parent pins this worker to (mlagate.harness.supervisor.pinned_cpu)
 STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
 
 
-class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculation
+class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.speculation
     def __init__(self, arm_dir: str, package: str):
         self.arm_dir = os.path.realpath(arm_dir)
         self.package = package
@@ -351,7 +351,7 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.speculati
 
     def op_script(self, req: dict) -> dict:
         """Run named token scripts (steps, verify + rollback through the runtime's own API) on one
-        built model and compare pairs of them in the worker (mlagate.rollback)."""
+        built model and compare pairs of them in the worker (mlagate.worker.rollback)."""
         try:
             return rollback.run_pairs(self, req)
         except rollback.RollbackRefused as exc:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from mlagate import __version__, scanfix
-from mlagate.scanner import FAILING, RULES, ScanReport
+from mlagate import __version__
+from mlagate.scan import fixes as scanfix
+from mlagate.scan.guards import FAILING, RULES, ScanReport
 
 LEVEL = {"MLA001": "error", "MLA002": "error", "MLA003": "error", "MLA004": "error", "MLA005": "warning", "MLA006": "warning"}
 

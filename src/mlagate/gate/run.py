@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import arms as arms_mod
-from mlagate import bounds, lifeline, live, machine, outdir, results, resume, runplan, shard
+from mlagate import lifeline, results, runplan
 from mlagate.arms import ArmInstall
+from mlagate.gate import bounds, live, outdir, resume, shard
+from mlagate.gate.errors import UsageError  # noqa: F401 (raised here, caught by the CLI as execute.UsageError)
+from mlagate.harness.supervisor import pinned_cpu
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Coverage, PlanError, Selection, coverage, expand
-from mlagate.supervisor import pinned_cpu
-
-
-class UsageError(ValueError):
-    """Bad input from the user or the matrix; one line, exit status 2."""
+from mlagate.worker import machine
 
 
 def installs_for(matrix: Matrix, selection: Selection, cache: Path | None = None) -> dict[str, ArmInstall]:
@@ -155,12 +154,12 @@ def run(
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
 
-    The run holds OUT (mlagate.outdir) from start to end: a second run on OUT is refused.
+    The run holds OUT (mlagate.gate.outdir) from start to end: a second run on OUT is refused.
 
     Correctness suites run under xdist with `workers` processes; performance suites always
     run serially, after them. With shard_spec (I, N) only the cases of shard I of N run
-    (mlagate.shard.assign); OUT/manifest.json records what this run was asked to run. cpu pins
-    the workers of serial runs to one CPU (mlagate.supervisor.pinned_cpu).
+    (mlagate.gate.shard.assign); OUT/manifest.json records what this run was asked to run. cpu pins
+    the workers of serial runs to one CPU (mlagate.harness.supervisor.pinned_cpu).
     """
     try:
         pinned_cpu(cpu, under_xdist=False)
@@ -210,10 +209,10 @@ def _run_held(matrix, selection, profile, backend, runner, out, workers, cache, 
         if kind == "performance":
             args += ["-p", "no:xdist"]
         if not _plugin_installed():
-            args += ["-p", "mlagate.plugin"]
+            args += ["-p", "mlagate.harness.plugin"]
         args += pytest_args or []
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-        code = follow.child(args + ["-p", "mlagate.events"], {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id}, kind)
+        code = follow.child(args + ["-p", "mlagate.harness.events"], {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id}, kind)
         codes[kind] = code
         if code not in (0, 1, 5):
             follow.end()

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from mlagate import results
-from mlagate.gate import outcomes
+from mlagate import outcomes, results
 
 
 def _md(s, limit: int = 300) -> str:

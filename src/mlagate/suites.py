@@ -1,5 +1,5 @@
 """A suite's declaration, read from its own file: the `gates` keys it takes (GATES, typed with
-mlagate.harness.gates) and whether a control arm must fail it (CONTROLS_FAIL: the suite detects
+mlagate.gates) and whether a control arm must fail it (CONTROLS_FAIL: the suite detects
 the single-query guard that stock and base arms carry), and optionally PLAN_CHECK: what a
 sparse suite can tell before running, from a geometry's pool width and top-k and the gates
 (a grid that cannot cover what the suite needs is refused when the matrix is read).

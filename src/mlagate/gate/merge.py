@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import documents, results
-from mlagate.shard import MANIFEST, MANIFEST_SCHEMA, PLAN_SCHEMA
+from mlagate.gate.shard import MANIFEST, MANIFEST_SCHEMA, PLAN_SCHEMA
 
 
 class MergeError(ValueError):

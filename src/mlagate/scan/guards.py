@@ -22,7 +22,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlagate import probes, scanfix
+from mlagate.scan import fixes as scanfix
+from mlagate.worker import probes
 
 SINGLE, MULTI = "single", "multi"
 ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}

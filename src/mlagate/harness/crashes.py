@@ -63,14 +63,12 @@ def record_crash(ctx, nodeid: str, report) -> Path | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched):
-    from mlagate import lifeline
-    from mlagate.plugin import _context
-
     config = sched.config
-    if not (config.getoption("--mlagate-matrix", None) or os.environ.get(lifeline.RUN_ENV)):
+    ctx = getattr(config, "_mlagate", None)  # the plugin's context, made at configure under mlagate run
+    if ctx is None:
         return
     try:
-        path = record_crash(_context(config), crashitem, report)
+        path = record_crash(ctx, crashitem, report)
     except Exception as exc:  # noqa: BLE001 - recording the crash must never stop the session
         print(
             f"mlagate: warning: could not record the crash of {crashitem}:"

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from mlagate import documents, junit, machine, plots, results, summary
-from mlagate.gate import outcomes
-from mlagate.plots import Marker, Series
+from mlagate import documents, outcomes, results
+from mlagate.report import junit, plots, summary
+from mlagate.report.plots import Marker, Series
 
 MERGED_SCHEMA = "mlagate.merged/1"
 PERFORMANCE_SUITES = ("marginal_cost", "crossover", "l1_parity", "speculative")  # the bundled matrix's (a test checks)
@@ -590,7 +590,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                        + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
         out.append("</div>")
     if merged.get("mutation"):
-        from mlagate.mutate import killmatrix  # the kill-matrix section (mlagate mutate)
+        from mlagate.report import mutation as killmatrix  # the kill-matrix section (mlagate mutate)
 
         out.append(killmatrix.section(merged["mutation"]))
     out.append('<h2 id="s-env">Environment</h2>')
@@ -649,42 +649,3 @@ def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
         for key in gaps:
             gaps[key] += [str(x) for x in data.get(key) or []]
     return gaps
-
-
-def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False,
-          mutation: Path | None = None) -> Outcome:
-    """Load, merge and render; with history, add this commit to it and rebuild the index."""
-    from mlagate import history as history_mod
-
-    if not sources:
-        raise ReportError("report: give one or more result folders, archives or merged.json files")
-    from mlagate.mutate import killmatrix  # --mutation: the kill matrix of mlagate mutate, read first
-
-    mutation_doc = killmatrix.load(mutation) if mutation is not None else None
-    loaded = [(str(p), load_source(p)) for p in sources]
-    gaps = merge_gaps(sources)
-    sha, when = git_commit()
-    earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
-    if not commit and len(sources) == 1 and earlier.name == "merged.json" and earlier.exists():
-        old = load_merged(earlier)  # re-rendering one earlier report: keep its commit
-        commit, sha, when = old["commit"], old["commit"], old.get("commit_time")
-    commit = commit or os.environ.get("GITHUB_SHA") or sha or "unknown"
-    if commit != sha:
-        when = None
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
-        raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
-    merged = merge(loaded, commit, when)
-    if any(gaps.values()):
-        merged["gaps"] = gaps
-    machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
-    if machines:
-        merged["machines"] = machines
-    if mutation_doc is not None:
-        merged["mutation"] = mutation_doc
-    link = None
-    if history is not None:
-        link = os.path.relpath(Path(history) / "index.html", Path(out))
-    plot_list = write_commit(merged, Path(out), link)
-    if history is not None:
-        history_mod.add(Path(history), merged, rerender=rerender)
-    return Outcome(Path(out), merged, plot_list, history)

@@ -2,7 +2,7 @@
 elapsed and estimated time left. rich draws it on a terminal; plain lines otherwise (or CI=true).
 
 The parent follows the pytest child from outside: results land in OUT/results/ as each case
-ends, and OUT/.events/ names the case each worker runs now (mlagate.events).
+ends, and OUT/.events/ names the case each worker runs now (mlagate.harness.events).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import events
+from mlagate.harness import events
 
 WORDS = (
     ("pass", "passed"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import math
 
-from mlagate import tracing
+from mlagate.worker import tracing
 
 PRIVATE_POOL = "_pool"
 

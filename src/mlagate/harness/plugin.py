@@ -16,16 +16,15 @@ from pathlib import Path
 import pytest
 
 from mlagate import arms as arms_mod
-from mlagate import crashes, crossover, lifeline, results, runplan
-from mlagate.crashes import pytest_handlecrashitem  # noqa: F401 - an xdist hook, found here by pytest
-from mlagate.gate import backends
-from mlagate.harness import Invalid, policy
+from mlagate import backends, crossover, lifeline, results, runplan
+from mlagate.harness import Invalid, crashes, policy
+from mlagate.harness.crashes import pytest_handlecrashitem  # noqa: F401 - an xdist hook, found here by pytest
+from mlagate.harness.scripts import reference_error
+from mlagate.harness.supervisor import WorkerPool, pinned_cpu
 from mlagate.matrix import Geometry, Matrix, MatrixError, Module, Profile, thaw
 from mlagate.matrix import default_path as default_matrix
 from mlagate.matrix import load as load_matrix
 from mlagate.plan import Case, PlanError, Selection, expand
-from mlagate.scripts import reference_error
-from mlagate.supervisor import WorkerPool, pinned_cpu
 
 RESULT_KEY = "mlagate_result"
 
@@ -416,7 +415,7 @@ class CaseRun:
         return obs
 
     def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
-        """Run token scripts on a built model (mlagate.rollback) and compare (tested, reference) pairs in the worker.
+        """Run token scripts on a built model (mlagate.worker.rollback) and compare (tested, reference) pairs in the worker.
         A reference script runs the same runtime: one that raised fails the case."""
         arm = arm or self.case.arm
         for sc in scripts.values():

@@ -19,7 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, plots, report, results, stats
+from mlagate import documents, results, stats
+from mlagate.report import page as report
+from mlagate.report import plots
 
 FIGURES_SCHEMA = "mlagate.figures/1"
 # a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'

@@ -11,7 +11,7 @@ MAX_SHARDS = 1000
 
 
 def _usage(message: str) -> Exception:
-    from mlagate.execute import UsageError
+    from mlagate.gate.errors import UsageError
 
     return UsageError(message)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from mlagate import scanner
 from mlagate.matrix import Matrix, load
+from mlagate.scan import guards as scanner
 
 HEAD, BASE = "head", "base"
 

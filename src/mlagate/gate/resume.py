@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import results, shard
+from mlagate import results
+from mlagate.gate import shard
 from mlagate.matrix import Matrix
 from mlagate.plan import Case
 

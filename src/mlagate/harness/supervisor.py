@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from mlagate.arms import ArmInstall
-from mlagate.worker import PIN_ENV
+from mlagate.worker.server import PIN_ENV
 
-BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker import main; main(sys.argv[2:])"
+BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker.server import main; main(sys.argv[2:])"
 
 
 def pinned_cpu(choice: str, under_xdist: bool) -> int | None:

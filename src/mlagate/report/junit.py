@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from mlagate import results
-from mlagate.gate import outcomes
+from mlagate import outcomes, results
 
 # characters XML 1.0 cannot hold, even escaped
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -1,5 +1,5 @@
 """Token scripts for the pool and speculative suites (parent side): building them, judging the
-worker's comparison of two scripts (mlagate.rollback) against the suite's budgets.
+worker's comparison of two scripts (mlagate.worker.rollback) against the suite's budgets.
 
 A script is {"prompt": {"T", "seed"}, "steps": [{"tokens": [...], "keep": j, "mark": label}]};
 a step with `keep` is a verify step whose tokens past the first j are rejected through the

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlagate import device, probes
+from mlagate.worker import device, probes
 
 # Packages mlx-lm's generate.py and utils.py import at the top for tokenizers, the model hub
 # and image inputs (numpy: generate.py's CLI and the image processors). The token-id
@@ -124,7 +124,7 @@ TOP = 5  # plain runs report their TOP best tokens and log-probs per position (t
 
 
 class SpeculationOps:
-    """Worker ops for the speculative suite (mixed into mlagate.worker.Worker)."""
+    """Worker ops for the speculative suite (mixed into mlagate.worker.server.Worker)."""
 
     _absent: AbsentImporter | None = None
     _spec: dict | None = None

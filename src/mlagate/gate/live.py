@@ -1,7 +1,7 @@
 """The pytest children of mlagate run, followed from outside with live progress.
 
 Quiet by default: a child's output (tracebacks included) goes to OUT/logs/pytest-<kind>.log and
-the terminal shows progress (mlagate.progress). verbose streams the child's output instead.
+the terminal shows progress (mlagate.gate.progress). verbose streams the child's output instead.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mlagate import events, lifeline, progress, shard
+from mlagate import lifeline
+from mlagate.gate import progress, shard
+from mlagate.harness import events
 from mlagate.plan import Case
 
 

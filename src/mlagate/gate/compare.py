@@ -1,7 +1,7 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
-Verdict and gate-outcome changes per case (mlagate.gate.outcomes), and the key figures of
-mlagate.history with their 95 % intervals where the suite records one. Worse (exit 1): a case
+Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of
+mlagate.report.history with their 95 % intervals where the suite records one. Worse (exit 1): a case
 whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
 a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
 bad way with the two intervals apart. A figure without intervals is shown, never judged; a
@@ -15,8 +15,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import history, report
-from mlagate.gate import outcomes
+from mlagate import outcomes
+from mlagate.report import history
+from mlagate.report import page as report
 
 RANK = {
     "fixed": 0,

@@ -1,0 +1,1 @@
+"""Reports rendered from result documents: the commit page, plots, history, JUnit, job summary."""

@@ -1,0 +1,58 @@
+"""`mlagate report`: load result sources, merge them, write the commit page, and add the
+commit to a history. The page (mlagate.report.page) and the history (mlagate.report.history)
+are rendered from the merged document only."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mlagate.report import history as history_mod
+from mlagate.report import mutation as killmatrix
+from mlagate.report.page import (
+    Outcome,
+    ReportError,
+    git_commit,
+    load_merged,
+    load_source,
+    merge,
+    merge_gaps,
+    write_commit,
+)
+from mlagate.worker import machine
+
+
+def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False,
+          mutation: Path | None = None) -> Outcome:
+    """Load, merge and render; with history, add this commit to it and rebuild the index."""
+    if not sources:
+        raise ReportError("report: give one or more result folders, archives or merged.json files")
+    mutation_doc = killmatrix.load(mutation) if mutation is not None else None
+    loaded = [(str(p), load_source(p)) for p in sources]
+    gaps = merge_gaps(sources)
+    sha, when = git_commit()
+    earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
+    if not commit and len(sources) == 1 and earlier.name == "merged.json" and earlier.exists():
+        old = load_merged(earlier)  # re-rendering one earlier report: keep its commit
+        commit, sha, when = old["commit"], old["commit"], old.get("commit_time")
+    commit = commit or os.environ.get("GITHUB_SHA") or sha or "unknown"
+    if commit != sha:
+        when = None
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
+        raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
+    merged = merge(loaded, commit, when)
+    if any(gaps.values()):
+        merged["gaps"] = gaps
+    machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
+    if machines:
+        merged["machines"] = machines
+    if mutation_doc is not None:
+        merged["mutation"] = mutation_doc
+    link = None
+    if history is not None:
+        link = os.path.relpath(Path(history) / "index.html", Path(out))
+    plot_list = write_commit(merged, Path(out), link)
+    if history is not None:
+        history_mod.add(Path(history), merged, rerender=rerender)
+    return Outcome(Path(out), merged, plot_list, history)
