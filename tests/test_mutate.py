@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from mlagate import matrix
-from mlagate.gate import run as execute
 from mlagate.mutate import killmatrix, operators, run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -180,7 +179,7 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, run_cli):
         (("--suite", "nope"), "nope"),
         (("--operator", "nope"), "invalid choice"),
         (("--mutant", "no such mutant"), "--mutant: no mutant id matches no such mutant"),
-        (("--costs", "/nonexistent/costs.json"), "/nonexistent/costs.json: not a readable cost table"),
+        (("--costs", "/nonexistent/costs.json"), "/nonexistent/costs.json: cannot read"),
     ):
         proc = run_cli(
             "mutate", "--matrix", m, "--out", tmp_path / "o", *args, cache=tmp_path / "c"
@@ -382,8 +381,13 @@ def test_partial_kill_matrix_says_so():
     assert "PARTIAL" not in killmatrix.text(doc) and "Partial" not in killmatrix.section(doc)
 
 
-def test_usage_error_is_the_execute_one():
-    assert issubclass(killmatrix.KillMatrixError, execute.UsageError)
+def test_a_bad_kill_matrix_is_a_one_line_usage_error(tmp_path):
+    from .conftest import cli
+
+    bad = tmp_path / "kill.json"
+    bad.write_text("{}")
+    proc = cli("report", FIXTURES / "fake-matrix.yaml", "--mutation", bad, "--out", tmp_path / "r")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "kill.json" in proc.stderr, proc.stderr
 
 
 def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):

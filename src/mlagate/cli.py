@@ -241,7 +241,7 @@ def _report(args) -> int:
 
 def _check_outputs(args) -> None:
     """Every output path named on the command line can be written, before anything runs."""
-    if args.command in ("run", "merge", "report"):
+    if args.command in ("run", "merge", "report") and args.out is not None:
         bounds.out_dir(args.out)
     if args.command == "report" and args.history is not None:
         bounds.out_dir(args.history, "--history")
@@ -362,7 +362,6 @@ def _dispatch(args) -> int:
             print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: {', '.join(gap.missing)}", file=sys.stderr)
         return outcome.exit_code
 
-    bounds.gpu_backend(backend)
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()

@@ -54,16 +54,3 @@ def shards(n: int, cases: int, flag: str) -> None:
             f"{flag}: {n} shards for {cases} cases"
             f" (at most one shard per case, and at most {MAX_SHARDS})"
         )
-
-
-def gpu_backend(backend: str) -> None:
-    """--backend gpu needs a GPU that MLX can use (recording gpu on a CPU-only machine is false)."""
-    if backend != "gpu":
-        return
-    import mlx.core as mx
-
-    if not mx.is_available(mx.gpu):
-        raise _usage(
-            "--backend gpu: MLX has no GPU on this machine (no Metal or CUDA device);"
-            " use --backend cpu"
-        )

@@ -114,8 +114,10 @@ def gate_plan(matrix: Matrix, runners: list[str], shards: int, cache: Path | Non
             cases = expand(matrix, Selection(), prof, runner.backend, label, installs)
         except PlanError as exc:
             raise UsageError(str(exc)) from None
-        bounds.shards(shards, sum(kinds[c.suite] == "correctness" for c in cases), "--shards")
-        plan.jobs += shard.gate_jobs("correctness", cases, shards, kinds, costs, runner.runs_on, prof, runner.backend, label)
+        bounds.shards(shards, bounds.MAX_SHARDS, "--shards")
+        # a runner with fewer correctness cases than --shards gets one shard per case, never an empty one
+        per_runner = max(1, min(shards, sum(kinds[c.suite] == "correctness" for c in cases)))
+        plan.jobs += shard.gate_jobs("correctness", cases, per_runner, kinds, costs, runner.runs_on, prof, runner.backend, label)
         plan.jobs += shard.gate_jobs("performance", cases, shards, kinds, costs, runner.perf_runs_on, prof, runner.backend, label)
     return plan
 

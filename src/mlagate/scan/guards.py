@@ -369,8 +369,12 @@ def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | Non
         report.files += 1
         base = next((r for r in roots if r == path or r in path.parents), path.parent)
         display = str(path.relative_to(base if base.is_dir() else base.parent))
-        if anchor is not None and anchor in path.resolve().parents:
-            display = path.resolve().relative_to(anchor).as_posix()
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: scan_file reports it as unreadable
+            real = None
+        if anchor is not None and real is not None and anchor in real.parents:
+            display = real.relative_to(anchor).as_posix()
         scan_file(path, root, display, report)
     used = set()
     for finding in report.findings + [g for g in report.guards if g not in report.findings]:
