@@ -67,7 +67,7 @@ def _json(data: bytes | str, where: str):
         raise ReportError(str(exc)) from None
 
 
-NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json")  # what run, merge and report write beside results
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json", "plan.json")  # what run, merge and report write beside results
 
 
 def load_source(path: Path) -> list[dict]:
