@@ -130,6 +130,7 @@ class Suite:
     modules: tuple[str, ...] | None = None  # only these modules (None: every module)
     sparse: bool = False  # only modules with a sparse indexer
     controls_fail: bool = False  # the suite detects the single-query guard: a control arm must fail it
+    path: Path | None = None  # the suite's file (suites/<kind>/test_<id>.py, or `file:` beside the matrix)
 
 
 @dataclass(frozen=True)
@@ -473,10 +474,11 @@ def parse(text: str, path: Path) -> Matrix:
     suites, gate_nodes = {}, {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
-        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse"}, {"kind"})
+        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse", "file"}, {"kind"})
         only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
         kind = r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS))
-        suite_path = bundled("suites") / kind / f"test_{sid}.py"
+        own = r.opt(m, "file", key, str, check=lambda x: x.endswith(".py") and Path(x).name.startswith("test_"), what="a test_<name>.py file")
+        suite_path = (base / own).resolve() if own else bundled("suites") / kind / f"test_{sid}.py"
         if not suite_path.is_file():
             raise r.fail(node, key, f"no suite file {suite_path}")
         try:
@@ -486,7 +488,7 @@ def parse(text: str, path: Path) -> Matrix:
         gate_nodes[sid] = (m.get("gates", node), declared) if "gates" in m else (None, declared)
         suites[sid] = Suite(
             sid, kind, MappingProxyType({}), bool(r.opt(m, "baseline", key, bool, default=False)), only,
-            bool(r.opt(m, "sparse", key, bool, default=False)), declared.controls_fail,
+            bool(r.opt(m, "sparse", key, bool, default=False)), declared.controls_fail, suite_path,
         )
 
     runners = {}

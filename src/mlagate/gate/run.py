@@ -87,8 +87,8 @@ def _plugin_installed() -> bool:
 
 
 def suite_file(matrix: Matrix, suite: str) -> Path:
-    kind = matrix.suites[suite].kind
-    path = bundled("suites") / kind / f"test_{suite}.py"
+    s = matrix.suites[suite]
+    path = s.path or bundled("suites") / s.kind / f"test_{suite}.py"
     if not path.is_file():
         raise UsageError(f"{matrix.path}: suites.{suite}: no suite file {path}")
     return path
