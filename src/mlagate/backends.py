@@ -33,6 +33,15 @@ def default_runner(matrix: Matrix, backend: str) -> str:
     return next(iter(matrix.runners))
 
 
+def chosen(matrix: Matrix, runner: str | None, backend: str | None) -> tuple[str, str]:
+    """(runner, backend) from the command line's --runner (else $MLAGATE_RUNNER) and --backend:
+    an unknown runner label is refused, then as resolve."""
+    asked = runner or os.environ.get("MLAGATE_RUNNER")
+    if asked and asked not in matrix.runners:
+        raise BackendError(f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})")
+    return resolve(matrix, asked, backend)
+
+
 def resolve(matrix: Matrix, runner: str | None, backend: str | None) -> tuple[str, str]:
     """(runner, backend) of a run: the runner's declared backend wins; --backend must agree."""
     runner = runner or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend or default_backend())

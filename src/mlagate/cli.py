@@ -157,11 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _context(args):
     matrix = load(args.matrix or default_path())
-    asked = getattr(args, "runner", None) or os.environ.get("MLAGATE_RUNNER")
-    if asked and asked not in matrix.runners:
-        raise execute.UsageError(f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})")
     try:
-        runner, backend = backends.resolve(matrix, asked, getattr(args, "backend", None))
+        runner, backend = backends.chosen(matrix, getattr(args, "runner", None), getattr(args, "backend", None))
     except backends.BackendError as exc:
         raise execute.UsageError(str(exc)) from None
     if getattr(args, "profile", None) is None:

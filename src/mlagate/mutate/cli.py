@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from mlagate import backends
@@ -85,13 +84,8 @@ def add_parser(sub, common, workers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     matrix = load(args.matrix or default_path())
-    asked = args.runner or os.environ.get("MLAGATE_RUNNER")
-    if asked and asked not in matrix.runners:
-        raise execute.UsageError(
-            f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})"
-        )
     try:
-        runner, backend = backends.resolve(matrix, asked, args.backend)
+        runner, backend = backends.chosen(matrix, args.runner, args.backend)
     except backends.BackendError as exc:
         raise execute.UsageError(str(exc)) from None
     profile = args.profile or matrix.runners[runner].profile or "quick"

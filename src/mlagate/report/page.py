@@ -556,7 +556,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                + (f' · <a href="{esc(history_link)}">history</a>' if history_link else "")
                + (f' · {len(merged.get("superseded", []))} superseded by later runs of the same case' if merged.get("superseded") else "") + "</p>")
     oc = merged.get("outcomes") or outcomes.counts(rows)
-    red = any(oc.get(o) for o in outcomes.RED) or oc.get("invalid") or oc.get("missing")
+    red = outcomes.exit_code(oc) != 0
     out.append(f'<p class="gate" id="gate"><strong>gate {"red" if red else "green"}</strong>: '
                + ", ".join(f"{oc.get(o, 0)} {esc(o)}" for o in outcomes.OUTCOMES) + "</p>")
     controls = outcomes.controls_line(rows)

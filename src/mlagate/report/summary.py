@@ -28,7 +28,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
     rows = merged["results"]
     c = merged["counts"]
     oc = merged.get("outcomes") or outcomes.counts(rows)
-    red = any(oc.get(o) for o in outcomes.RED) or oc.get("invalid") or oc.get("missing")
+    red = outcomes.exit_code(oc) != 0
     controls = outcomes.controls_line(rows)
     out = [f"## mlagate: commit `{_md(merged['commit'])}`", "",
            f"**gate {'red' if red else 'green'}: " + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES) + "**", "",
