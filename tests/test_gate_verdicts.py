@@ -187,3 +187,35 @@ def test_a_grid_that_cannot_cover_the_pools_is_refused_at_plan_time(suite, old, 
     with pytest.raises(matrix.MatrixError) as err:
         matrix.parse(shipped.replace(old, new, 1), ROOT / "matrix.yaml")
     assert message in str(err.value) and "geometry glm-5.3-flash" in str(err.value), str(err.value)
+
+
+def test_an_unknown_runner_is_a_one_line_error():
+    proc = cli("plan", "--runner", "nope")
+    assert proc.returncode == 2 and "--runner: unknown runner label 'nope'" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+BROKEN_SUITE = '''"""A suite whose own code raises: a harness fault, never the runtime's."""
+
+GATES = {}
+
+
+def test_broken(mla):
+    key, _ = mla.build()
+    {}["missing"]
+'''
+
+
+def test_an_exception_in_suite_code_is_invalid_not_a_fail(tmp_path):
+    shutil.copytree(FIXTURES / "fakemla-tree", tmp_path / "fakemla-tree")
+    (tmp_path / "test_broken.py").write_text(BROKEN_SUITE)
+    head = "\nsuites:  # suites\n"
+    text = (FIXTURES / "fake-matrix.yaml").read_text()
+    assert head in text
+    (tmp_path / "m.yaml").write_text(text.replace(head, head + "  broken:  # planted\n    kind: correctness\n    file: test_broken.py\n", 1))
+    proc = cli("run", "--matrix", tmp_path / "m.yaml", "--suite", "broken", "--module", "fake/good", "--out", tmp_path / "out",
+               cache=tmp_path / "cache")
+    rows = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*.json")]
+    measured = [r for r in rows if r["evidence"] == "synthetic"]
+    assert proc.returncode == 3 and measured, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all(r["verdict"] == "invalid" and "harness error (mlagate or the suite, not the runtime): KeyError" in r["reason"]
+               and "test_broken.py:" in r["reason"] for r in measured), [r["reason"] for r in measured]
