@@ -7,6 +7,7 @@ import time
 
 from mlagate.report import history
 from mlagate.report import page as report
+from mlagate.report.catalogue import Catalogue
 
 from .test_report import _commit_rows, result
 
@@ -43,7 +44,7 @@ def test_a_crafted_history_folder_renders_inert(tmp_path, capsys):
     )
     fig = {
         "schema": history.FIGURES_SCHEMA,
-        "figures_version": sorted(history.FIGURES),
+        "figures_version": sorted(Catalogue.shipped().figures()),
         "commit": "c03",
         "commit_time": PAYLOADS[1],
         "counts": {"pass": 1},

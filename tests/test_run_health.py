@@ -59,14 +59,13 @@ def test_tox_envs_call_mlagate_run():
     )
 
 
-def test_the_report_knows_the_bundled_performance_suites():
+def test_the_report_knows_the_kind_of_every_bundled_suite():
     from mlagate.matrix import bundled
-    from mlagate.report import page as report
+    from mlagate.report.catalogue import Catalogue
 
     matrix = load(bundled("matrix.yaml"))
-    assert set(report.PERFORMANCE_SUITES) == {
-        s for s in matrix.suites if matrix.suites[s].kind == "performance"
-    }
+    shipped = Catalogue.shipped()
+    assert {s: shipped.kind(s) for s in matrix.suites} == {s: matrix.suites[s].kind for s in matrix.suites}
 
 
 def test_a_run_records_machine_facts_at_its_start_and_end(

@@ -8,7 +8,8 @@ from .conftest import FAKE_MATRIX, FIXTURES, cli
 
 TOY = '''"""toy: every path the counters see at the gates' widths is a single path."""
 
-from mlagate import gates
+from mlagate import gates, suites
+from mlagate.report import plots
 
 GATES = {
     "widths": gates.List(gates.Int(1, 64)),  # query widths stepped
@@ -20,6 +21,17 @@ def test_toy(mla):
     seen = [mla.step(key, mla.profile.cache_lengths[0], L)["path"] for L in mla.gates["widths"]]
     mla.metric("toy_paths", seen)
     assert all(p in ("absorbed", "materialised") for p in seen), seen
+
+
+def toy_plots(rows):
+    return [plots.Plot("toy", plots.slug("toy", r["arm"]), f"toy paths {r['arm']}",
+                       plots.no_data("toy", "drawn by the toy suite")) for r in rows if r["metrics"]]
+
+
+ORDER = 5
+PLOTS = suites.PlotSection("toy", "Toy paths", "What the toy suite saw.", toy_plots)
+KEY_FIGURES = (suites.KeyFigure("toy_absorbed", "absorbed toy steps", "steps",
+                                lambda r: r["metrics"]["toy_paths"].count("absorbed")),)
 '''
 
 
@@ -45,6 +57,11 @@ def test_a_toy_suite_appears_in_the_plan_results_report_and_history(tmp_path):
 
     report = cli("report", tmp_path / "out", "--out", tmp_path / "html", "--history", tmp_path / "history", "--commit", "c0ffee")
     assert report.returncode == 0, report.stderr
-    assert "toy" in (tmp_path / "html" / "index.html").read_text()
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert "<h3>Toy paths</h3>" in page and "drawn by the toy suite" in page and 'data-plot="toy"' in page
     kept = json.loads(next((tmp_path / "history").glob("c0ffee/merged.json")).read_text())
     assert {r["suite"] for r in kept["results"]} == {"toy"}
+    assert kept["suites"]["toy"] == {"kind": "correctness", "file": str((tmp_path / "test_toy.py").resolve())}
+    figures = json.loads((tmp_path / "history" / "c0ffee" / "figures.json").read_text())
+    assert any(k.split("|")[1] == "toy_absorbed" for k in figures["figures"])
+    assert "absorbed toy steps" in (tmp_path / "history" / "index.html").read_text()

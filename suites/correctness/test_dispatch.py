@@ -30,3 +30,6 @@ def test_dispatch(mla):
     mla.metric("first_wrong", wrong[0] if wrong else None)
     mla.metric("wrong_steps", len(wrong))
     assert not wrong, f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} ({len(wrong)} of {len(steps)} steps wrong)"
+
+
+ORDER = 30  # where the report lists it among the correctness suites

@@ -59,3 +59,6 @@ def test_l1_unchanged(mla):
             diffs.append(f"T={T}: L = 1 output differs from {baseline} at {where}")
     mla.metric("compared_with", baseline)
     assert not diffs, "; ".join(diffs)
+
+
+ORDER = 40  # where the report lists it among the correctness suites

@@ -74,3 +74,6 @@ def test_pool_equivalence(mla):
     if selected == 0:
         give_up("every selection fell back to dense: nothing about the pools was checked", problems)
     assert not problems, "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+
+
+ORDER = 60  # where the report lists it among the correctness suites

@@ -49,3 +49,6 @@ def test_probes(mla):
             problems.append(f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} ({[c['ops'] for c in obs['calls']]})")
     mla.metric("forced", forced)
     assert not problems, "; ".join(problems)
+
+
+ORDER = 10  # where the report lists it among the correctness suites

@@ -81,3 +81,6 @@ def test_speculative_transaction(mla):
     if not all(t["positions"] for t in table.values()):
         give_up("a script kept no position to compare", problems)
     assert not problems, "; ".join(problems)
+
+
+ORDER = 70  # where the report lists it among the correctness suites

@@ -84,3 +84,6 @@ def test_trim_after_rejection(mla):
     if selected == 0:
         give_up("every selection fell back to dense: nothing about the pools was checked", problems)
     assert not problems, "; ".join(problems[:3])
+
+
+ORDER = 80  # where the report lists it among the correctness suites

@@ -14,7 +14,7 @@ With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/
 measures this runner's noise floor (benchmarks/aa_false_alarms.py counts its red runs).
 """
 
-from mlagate import gates, stats
+from mlagate import gates, stats, suites
 from mlagate.harness import Invalid
 
 GATES = {
@@ -73,3 +73,14 @@ def test_l1_parity(mla):
     if open_rows:
         raise Invalid(f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} tolerance: "
                       + "; ".join(said(r) for r in open_rows))
+
+
+# --- what the history shows --------------------------------------------------------------
+
+ORDER = 30
+KEY_FIGURES = (
+    suites.KeyFigure(
+        "l1_change", "worst |L=1 change| vs baseline", "%",
+        lambda r: max(abs(v["change"]) for v in r["metrics"]["l1"].values()) * 100,
+    ),
+)

@@ -26,8 +26,9 @@ import dataclasses
 
 import pytest
 
-from mlagate import checkpoints, crossover, gates, stats
+from mlagate import checkpoints, crossover, gates, results, stats, suites
 from mlagate.harness import Invalid
+from mlagate.report import plots
 from mlagate.worker.speculation import TOP
 
 _VARIANT = gates.Record({"dtype": gates.Dtype(), "quant": gates.Quant()})
@@ -245,3 +246,77 @@ def _unproven_paths(P: int, series: list[dict], runs: dict) -> list[str]:
     return [f"P={P}: {s['label']} verify steps ran {sorted(seen)}, the timed verify step {verify_path}"
             for s in series if s.get("mode") == "spec"
             for seen in [{o["target"]["path"] for o in runs[s["label"]]}] if seen != {verify_path}][:1]
+
+
+# --- what the report and the history show ------------------------------------------------
+
+
+def throughput_rows(metrics: dict) -> list[dict]:
+    """Decode throughput rows of a result: metrics["rows"] or metrics["throughput"], each a
+    list of {context, plain_tok_s, spec_tok_s[, draft]} (metrics["throughput"] may also be a
+    dict keyed by context). Rows without both throughputs' keys are left out; draft defaults
+    to "spec"."""
+    out = []
+    for name in ("rows", "throughput"):
+        t = (metrics or {}).get(name)
+        if isinstance(t, dict):
+            t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
+        if not isinstance(t, list):
+            continue
+        for row in t:
+            if not isinstance(row, dict) or "plain_tok_s" not in row or "spec_tok_s" not in row:
+                continue
+            try:
+                out.append({
+                    "context": float(row["context"]),
+                    "plain_tok_s": plots.num(row.get("plain_tok_s")),
+                    "spec_tok_s": plots.num(row.get("spec_tok_s")),
+                    "draft": str(row.get("draft") or "spec"),
+                })
+            except (KeyError, TypeError, ValueError):
+                continue
+    return sorted(out, key=lambda r: (r["context"], r["draft"]))
+
+
+def throughput_plots(rows: list[dict]) -> list[plots.Plot]:
+    """Plain vs speculative decode throughput against context (one line per draft)."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r["arm"])):
+        tr = throughput_rows(r.get("metrics") or {})
+        if not tr:
+            continue
+        plain = sorted({x["context"]: x["plain_tok_s"] for x in tr if x["plain_tok_s"] is not None}.items())
+        series = [plots.Series("plain decode", plain, plots.PALETTE[0])]
+        for i, draft in enumerate(sorted({x["draft"] for x in tr})):
+            pts = [(x["context"], x["spec_tok_s"]) for x in tr if x["draft"] == draft and x["spec_tok_s"] is not None]
+            name = f"speculative ({draft})" if draft != "spec" else "speculative decode"
+            series.append(plots.Series(name, pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
+        geo = results.geometry_label(r)
+        title = f"decode throughput: {r['module']} · {geo} · {r['arm']} · {r.get('backend', '')}"
+        svg = plots.line_chart(title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2)
+        name = plots.slug("throughput", r["module"], geo, r["arm"], plots.short(r["case_id"]))
+        out.append(plots.Plot("throughput", name, title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
+    return out
+
+
+def speedup(r: dict) -> float | None:
+    """spec / plain tok/s at the longest context, of the self draft if there is one."""
+    tr = [x for x in throughput_rows(r["metrics"]) if x["plain_tok_s"] and x["spec_tok_s"] is not None]
+    drafts = {x["draft"] for x in tr}
+    tr = [x for x in tr if x["draft"] == ("self" if "self" in drafts else min(drafts, default=""))]
+    return tr[-1]["spec_tok_s"] / tr[-1]["plain_tok_s"] if tr else None
+
+
+ORDER = 40
+PLOTS = suites.PlotSection(
+    "throughput",
+    "Plain vs speculative decode",
+    "Tokens per second of plain and speculative decoding against the context length.",
+    throughput_plots,
+)
+KEY_FIGURES = (
+    suites.KeyFigure(
+        "spec_speedup", "speculative / plain tok/s at the longest context (self draft if any)", "x", speedup,
+        higher_is_worse=False,
+    ),
+)

@@ -1,7 +1,7 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
 Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of
-mlagate.report.history with their 95 % intervals where the suite records one. Worse (exit 1): a case
+each suite (mlagate.suites.KeyFigure) with their 95 % intervals where the suite records one. Worse (exit 1): a case
 whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
 a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
 bad way with the two intervals apart. A figure without intervals is shown, never judged; a
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import outcomes
-from mlagate.report import history
 from mlagate.report import page as report
+from mlagate.report.catalogue import PROBLEMS, Catalogue
 
 RANK = {
     "fixed": 0,
@@ -26,13 +26,6 @@ RANK = {
     "missing": 2,
     "regression": 3,
     "lost control": 3,
-}
-HIGHER_IS_WORSE = {
-    "marginal_ms": True,
-    "crossover_slowdown": True,
-    "equivalence_p99": True,
-    "l1_change": True,
-    "spec_speedup": False,
 }
 
 
@@ -45,26 +38,6 @@ def load(spec: str, history_dir: Path | None = None) -> list[dict]:
             raise report.ReportError(f"--history {history_dir}: no commit {spec!r} (no {path})")
         return report.load_merged(path)["results"]
     return report.load_source(Path(spec))
-
-
-def intervals(rows: list[dict]) -> dict[str, tuple[float, float]]:
-    """The 95 % interval of each key figure that has one, keyed as history.key_figures keys it."""
-    out = {}
-    for r in rows:
-        m = r.get("metrics") or {}
-        geo = r.get("checkpoint") or (r.get("geometry") or {}).get("id", "")
-        key = f"{r['module']}|{{}}|{r['arm']}|{geo}|{r.get('backend', '')}"
-        try:
-            if r["suite"] == "marginal_cost" and isinstance(m.get("marginal"), dict):
-                per_t = m["marginal"]["L=2"]["per_T"]
-                lo, hi = per_t[max(per_t, key=float)]["ci_s"]
-                out[key.format("marginal_ms")] = (lo * 1e3, hi * 1e3)
-            elif r["suite"] == "crossover" and isinstance(m.get("crossover"), dict):
-                lo, hi = m["crossover"]["ci"]
-                out[key.format("crossover_slowdown")] = (lo * 100, hi * 100)
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
 
 
 @dataclass
@@ -133,10 +106,10 @@ def _state(verdict: str | None, outcome: str | None) -> str:
     return f"{verdict} ({outcome})" if verdict else "absent"
 
 
-def _figure_change(fig: str, a: float, b: float, a_ci, b_ci) -> str:
+def _figure_change(higher_is_worse: bool, a: float, b: float, a_ci, b_ci) -> str:
     if a == b:
         return "same"
-    bad = (b > a) == HIGHER_IS_WORSE.get(fig, True)
+    bad = (b > a) == higher_is_worse
     if not (a_ci and b_ci):
         return "changed"
     apart = a_ci[1] < b_ci[0] or b_ci[1] < a_ci[0]
@@ -162,11 +135,13 @@ def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") 
                     "change": _change(oa, ob),
                 }
             )
-    fa, fb = history.key_figures(a_rows), history.key_figures(b_rows)
-    ia, ib = intervals(a_rows), intervals(b_rows)
-    for key in sorted(k for k in set(fa) & set(fb) if k.split("|")[1] != "problems"):
-        fig = key.split("|")[1]
-        change = _figure_change(fig, fa[key], fb[key], ia.get(key), ib.get(key))
+    cat = Catalogue.shipped()
+    figures = cat.figures()
+    fa, fb = cat.key_figures(a_rows), cat.key_figures(b_rows)
+    ia, ib = cat.intervals(a_rows), cat.intervals(b_rows)
+    for key in sorted(k for k in set(fa) & set(fb) if k.split("|")[1] != PROBLEMS.id):
+        worse = figures[key.split("|")[1]].higher_is_worse
+        change = _figure_change(worse, fa[key], fb[key], ia.get(key), ib.get(key))
         if change != "same":
             out.figures.append(
                 {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
+from mlagate.report.catalogue import Catalogue
 from mlagate.report.page import (
     Outcome,
     ReportError,
@@ -42,6 +43,7 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
         raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
     merged = merge(loaded, commit, when)
+    merged["suites"] = Catalogue.of_sources(sources).to_json({r["suite"] for r in merged["results"]})
     if any(gaps.values()):
         merged["gaps"] = gaps
     machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]

@@ -19,58 +19,24 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, results, stats
+from mlagate import documents, stats
 from mlagate.report import page as report
 from mlagate.report import plots
+from mlagate.report.catalogue import Catalogue
 
 FIGURES_SCHEMA = "mlagate.figures/1"
 # a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'
 COMMIT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 
-# figure id -> (label, unit); what a commit contributes per (module, figure, arm, geometry, backend)
-FIGURES = {
-    "problems": ("failing + invalid cases", "cases"),
-    "marginal_ms": ("L=2 marginal cost at the longest cache", "ms"),
-    "crossover_slowdown": ("absorbed slowdown at the formula's width", "%"),
-    "equivalence_p99": ("worst p99 absorbed-vs-materialised delta", "ULP"),
-    "l1_change": ("worst |L=1 change| vs baseline", "%"),
-    "spec_speedup": ("speculative / plain tok/s at the longest context (self draft if any)", "x"),
-}
 
 
 def key_figures(rows: list[dict]) -> dict[str, float]:
-    """Key figures of one commit, keyed "module|figure|arm|geometry|backend" (arm etc. empty for per-module counts)."""
-    out: dict[str, float] = {}
-    problems: dict[str, int] = {}
-    for r in rows:
-        problems.setdefault(r["module"], 0)
-        if r["verdict"] in ("fail", "invalid"):
-            problems[r["module"]] += 1
-        m = r.get("metrics") or {}
-        key = lambda fig: f"{r['module']}|{fig}|{r['arm']}|{results.geometry_label(r)}|{r.get('backend', '')}"  # noqa: E731,B023
-        if r["verdict"] == "argued":
-            continue
-        try:
-            if r["suite"] == "marginal_cost" and isinstance(m.get("marginal"), dict):
-                per_t = m["marginal"]["L=2"]["per_T"]
-                longest = max(per_t, key=float)
-                out[key("marginal_ms")] = per_t[longest]["marginal_s"] * 1e3
-            elif r["suite"] == "crossover" and isinstance(m.get("crossover"), dict) and "absorbed_slowdown_at_formula" in m["crossover"]:
-                out[key("crossover_slowdown")] = m["crossover"]["absorbed_slowdown_at_formula"] * 100
-            elif r["suite"] == "equivalence" and isinstance(m.get("errors_ulps"), dict) and m["errors_ulps"]:
-                out[key("equivalence_p99")] = max(row["delta"]["p99"] for row in m["errors_ulps"].values())
-            elif r["suite"] == "l1_parity" and isinstance(m.get("l1"), dict) and m["l1"]:
-                out[key("l1_change")] = max(abs(v["change"]) for v in m["l1"].values()) * 100
-            tr = [x for x in report.throughput_rows(m) if x["plain_tok_s"] and x["spec_tok_s"] is not None]
-            drafts = {x["draft"] for x in tr}
-            tr = [x for x in tr if x["draft"] == ("self" if "self" in drafts else min(drafts, default=""))]
-            if tr:
-                out[key("spec_speedup")] = tr[-1]["spec_tok_s"] / tr[-1]["plain_tok_s"]
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
-            continue  # a result of another shape: no figure from it
-    for module, n in problems.items():
-        out[f"{module}|problems|||"] = float(n)
-    return out
+    """Key figures of one commit's results, as the shipped suites declare them."""
+    return Catalogue.shipped().key_figures(rows)
+
+
+def _labels(cat: Catalogue) -> dict[str, tuple[str, str]]:
+    return {fid: (f.label, f.unit) for fid, f in cat.figures().items()}
 
 
 def _figures(folder: Path) -> dict | None:
@@ -81,13 +47,18 @@ def _figures(folder: Path) -> dict | None:
     if fig_path.exists() and fig_path.stat().st_mtime >= merged_path.stat().st_mtime:
         try:
             data = documents.load(fig_path, "figures")
-            if data.get("figures_version") == sorted(FIGURES):
+            if set(data.get("figures_version", ())) >= set(Catalogue.shipped().figures()):
                 return data
         except documents.DocumentError:
             pass  # recomputed from merged.json below
     merged = report.load_merged(merged_path)
-    data = {"schema": FIGURES_SCHEMA, "figures_version": sorted(FIGURES), "commit": merged["commit"], "commit_time": merged.get("commit_time"),
-            "counts": merged["counts"], "figures": key_figures(merged["results"])}
+    cat = Catalogue.of_merged(merged)
+    data = {
+        "schema": FIGURES_SCHEMA, "figures_version": sorted(cat.figures()), "commit": merged["commit"],
+        "commit_time": merged.get("commit_time"), "counts": merged["counts"],
+        "figures": cat.key_figures(merged["results"]),
+        "labels": {fid: list(lu) for fid, lu in _labels(cat).items()},
+    }
     report.write_atomic(fig_path, json.dumps(data))
     return data
 
@@ -177,10 +148,16 @@ def _fmt(v: float | None, unit: str) -> str:
 
 def index_page(commits: list[dict]) -> str:
     series = trends(commits)
+    labels = _labels(Catalogue.shipped())
+    for c in commits:
+        for fid, lu in (c.get("labels") or {}).items():
+            if isinstance(lu, list) and len(lu) == 2:
+                labels.setdefault(fid, (str(lu[0]), str(lu[1])))
+    order = list(labels)
     steps_at: dict[int, list[str]] = {}
     for s in series:
         for st in s["steps"]:
-            steps_at.setdefault(st["index"], []).append(f"{s['module']} {FIGURES.get(s['figure'], (s['figure'],))[0]} {s['arm']} {s['geometry']}".strip())
+            steps_at.setdefault(st["index"], []).append(f"{s['module']} {labels.get(s['figure'], (s['figure'],))[0]} {s['arm']} {s['geometry']}".strip())
     out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
            f'<link rel="icon" href="data:,"><title>mlagate history</title><style>{report.CSS}td.step{{color:#d0312d;font-weight:bold}}#commits td:nth-child(-n+3){{white-space:nowrap}}</style></head><body>',
            f"<h1>mlagate history · {len(commits)} commits</h1>",
@@ -194,8 +171,8 @@ def index_page(commits: list[dict]) -> str:
         by_module.setdefault(s["module"], []).append(s)
     for module in sorted(by_module):
         out.append(f'<h3>{report.esc(module)}</h3><table class="trend"><thead><tr><th>figure</th><th>arm</th><th>geometry</th><th>backend</th><th>trend (oldest → newest)</th><th>first</th><th>latest</th><th>steps</th></tr></thead><tbody>')
-        for s in sorted(by_module[module], key=lambda s: (list(FIGURES).index(s["figure"]) if s["figure"] in FIGURES else 99, s["arm"], s["geometry"], s["backend"])):
-            label, unit = FIGURES.get(s["figure"], (s["figure"], ""))
+        for s in sorted(by_module[module], key=lambda s: (order.index(s["figure"]) if s["figure"] in order else 99, s["arm"], s["geometry"], s["backend"])):
+            label, unit = labels.get(s["figure"], (s["figure"], ""))
             present = [v for v in s["values"] if v is not None]
             spark = plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{module} {label} {s['arm']}")
             step_txt = "; ".join(

@@ -12,7 +12,6 @@ Everything is rendered only from result JSON (mlagate.result/1) or a merged docu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -24,12 +23,11 @@ from html import escape
 from pathlib import Path
 
 from mlagate import documents, outcomes, results
-from mlagate.report import junit, plots, summary
-from mlagate.report.plots import Marker, Series
+from mlagate.report import junit, summary
+from mlagate.report.catalogue import Catalogue
+from mlagate.report.plots import Plot
 
 MERGED_SCHEMA = "mlagate.merged/1"
-PERFORMANCE_SUITES = ("marginal_cost", "crossover", "l1_parity", "speculative")  # the bundled matrix's (a test checks)
-SUITE_ORDER = ("probes", "threshold", "dispatch", "l1_unchanged", "equivalence", "pools", "marginal_cost", "crossover", "l1_parity", "speculative")
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 EVIDENCE_MARK = {"synthetic": "S", "checkpoint": "C", "argued": "A"}
 # a verdict is told by its symbol and its word as well as its colour
@@ -174,187 +172,6 @@ def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
 # --- figures from results -------------------------------------------------------------------
 
 
-def _num(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-@dataclass
-class Plot:
-    kind: str  # marginal, crossover, equivalence, throughput
-    slug: str
-    title: str
-    svg: str
-    caption: str = ""
-
-
-def _short(case_id: str) -> str:
-    return hashlib.sha1(case_id.encode()).hexdigest()[:8]
-
-
-def _slug(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("_")[:120]
-
-
-def marginal_plots(rows: list[dict]) -> list[Plot]:
-    """marginal_cost: L = 2 marginal vs cache length per arm, with each arm's decode step (L = 1) dashed."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["suite"] == "marginal_cost" and isinstance(r.get("metrics", {}).get("marginal"), dict):
-            groups.setdefault((r["module"], results.geometry_label(r), r.get("backend", ""), r.get("dtype", "")), []).append(r)
-    out = []
-    for (module, geo, backend, dtype), rs in sorted(groups.items()):
-        series = []
-        for i, r in enumerate(sorted(rs, key=lambda r: r["arm"])):
-            colour = plots.PALETTE[i % len(plots.PALETTE)]
-            per_t = (r["metrics"]["marginal"].get("L=2") or {}).get("per_T") or {}
-            pts, errs = [], []
-            for T, v in sorted(per_t.items(), key=lambda kv: float(kv[0])):
-                m = _num((v or {}).get("marginal_s"))
-                if m is None:
-                    continue
-                pts.append((float(T), m * 1e3))
-                ci = v.get("ci_s") or [m, m]
-                errs.append((ci[0] * 1e3, ci[1] * 1e3))
-            series.append(Series(f"{r['arm']} ({r['verdict']})", pts, colour, errors=errs))
-            l1 = r["metrics"].get("l1_median_s") or {}
-            l1_pts = [(float(T), v * 1e3) for T, v in l1.items() if _num(v) is not None]
-            if l1_pts:
-                series.append(Series(f"{r['arm']} decode step", l1_pts, colour, dashed=True))
-        title = f"marginal cost: {module} · {geo} · {backend} {dtype}"
-        svg = plots.line_chart(title, series, "cache length T (tokens)", "time(L=2) - time(L=1), ms", x_log=True, y_log=True, x_base=2,
-                               note="bars: 95% bootstrap interval")
-        out.append(Plot("marginal", _slug("marginal", module, geo, backend, dtype), title, svg))
-    return out
-
-
-def crossover_plots(rows: list[dict]) -> list[Plot]:
-    """crossover: forced absorbed vs forced materialised step time over widths, the formula's width marked."""
-    out = []
-    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r.get("backend", ""), r["arm"])):
-        m = r.get("metrics") or {}
-        if r["suite"] != "crossover" or not isinstance(m.get("sweep"), dict):
-            continue
-        sweep = sorted(((float(L), v) for L, v in m["sweep"].items()), key=lambda kv: kv[0])
-        a = [(L, v["absorbed_s"] * 1e3) for L, v in sweep if _num(v.get("absorbed_s")) is not None]
-        mat = [(L, v["materialised_s"] * 1e3) for L, v in sweep if _num(v.get("materialised_s")) is not None]
-        c = m.get("crossover") or {}
-        markers = []
-        if _num(c.get("formula_widest_absorbed")) is not None:
-            markers.append(Marker(c["formula_widest_absorbed"], f"formula L={c['formula_widest_absorbed']}", "#444"))
-        emp = _num(c.get("empirical_first_width_materialised_wins"))
-        if emp is not None and emp != c.get("formula_widest_absorbed"):
-            markers.append(Marker(emp, f"measured {int(emp)}", "#d62728"))
-        title = f"crossover: {r['module']} · {results.geometry_label(r)} · {r['arm']} · {r.get('backend', '')} (T={c.get('cache', '?')})"
-        svg = plots.line_chart(title, [Series("forced absorbed", a, plots.PALETTE[0]), Series("forced materialised", mat, plots.PALETTE[1])],
-                               "queries per step L", "step time, ms", x_log=True, y_log=True, x_base=2, markers=markers)
-        out.append(Plot("crossover", _slug("crossover", r["module"], results.geometry_label(r), r["arm"], r.get("backend", ""), _short(r["case_id"])), title, svg,
-                        f"verdict {r['verdict']}: {r.get('reason', '')}"))
-    return out
-
-
-def equivalence_plots(rows: list[dict]) -> list[Plot]:
-    """equivalence, per backend and dtype. Rows whose stats carry the worker's elementwise
-    histogram ("hist") give the distribution of every output element's error, summed over
-    rows; rows without it (older results) give the distribution over rows (case x quantisation
-    x L) of each path's p99 error. Both in ULPs of the dtype at the output's magnitude."""
-    p99s: dict[tuple, dict[str, list[float]]] = {}
-    hists: dict[tuple, dict[str, list[int]]] = {}
-    edges: dict[tuple, list[float]] = {}
-    n_rows: dict[tuple, int] = {}
-    for r in rows:
-        table = (r.get("metrics") or {}).get("errors_ulps")
-        if r["suite"] != "equivalence" or not isinstance(table, dict):
-            continue
-        for row_name, row in table.items():
-            key = (r.get("backend", ""), row_name.split("/")[0])
-            for path in ("absorbed", "materialised"):
-                st = row.get(path) or {}
-                h = st.get("hist")
-                if isinstance(h, dict) and isinstance(h.get("counts"), list) and isinstance(h.get("edges"), list):
-                    if edges.setdefault(key, h["edges"]) == h["edges"]:
-                        acc = hists.setdefault(key, {}).setdefault(path, [0] * len(h["counts"]))
-                        for i, c in enumerate(h["counts"][:len(acc)]):
-                            acc[i] += int(c)
-                elif _num(st.get("p99")) is not None:
-                    p99s.setdefault(key, {"absorbed p99": [], "materialised p99": []})[f"{path} p99"].append(st["p99"])
-            n_rows[key] = n_rows.get(key, 0) + 1
-    out = []
-    for key in sorted(set(p99s) | set(hists)):
-        backend, dtype = key
-        if key in hists:
-            title = f"equivalence error per element: {backend} {dtype} ({n_rows[key]} rows)"
-            svg = plots.binned_histogram(title, edges[key], hists[key], "|path - float64 reference|, ULPs (power-of-two bins)")
-            out.append(Plot("equivalence", _slug("equivalence-elements", backend, dtype), title, svg, "every output element of every measured row (case x quantisation x L)"))
-        if key in p99s:
-            title = f"equivalence error, p99 per row: {backend} {dtype} ({len(p99s[key]['absorbed p99'])} rows)"
-            svg = plots.histogram(title, p99s[key], "p99 error vs float64 reference, ULPs (power-of-two bins)")
-            out.append(Plot("equivalence", _slug("equivalence", backend, dtype), title, svg, "one count per measured row (case x quantisation x L) without an elementwise histogram"))
-    return out
-
-
-def throughput_rows(metrics: dict) -> list[dict]:
-    """Decode throughput rows of a result: metrics["rows"] (the speculative suite) or
-    metrics["throughput"], each a list of {context, plain_tok_s, spec_tok_s[, draft]}
-    (metrics["throughput"] may also be a dict keyed by context). Rows without both
-    throughputs' keys are left out; draft defaults to "spec"."""
-    out = []
-    for name in ("rows", "throughput"):
-        t = (metrics or {}).get(name)
-        if isinstance(t, dict):
-            t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
-        if not isinstance(t, list):
-            continue
-        for row in t:
-            if not isinstance(row, dict) or "plain_tok_s" not in row or "spec_tok_s" not in row:
-                continue
-            try:
-                out.append({"context": float(row["context"]), "plain_tok_s": _num(row.get("plain_tok_s")), "spec_tok_s": _num(row.get("spec_tok_s")),
-                            "draft": str(row.get("draft") or "spec")})
-            except (KeyError, TypeError, ValueError):
-                continue
-    return sorted(out, key=lambda r: (r["context"], r["draft"]))
-
-
-def throughput_plots(rows: list[dict]) -> list[Plot]:
-    """Plain vs speculative decode throughput against context (one line per draft), from any
-    result with throughput rows."""
-    out = []
-    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r["arm"])):
-        tr = throughput_rows(r.get("metrics") or {})
-        if not tr:
-            continue
-        plain = sorted({x["context"]: x["plain_tok_s"] for x in tr if x["plain_tok_s"] is not None}.items())
-        series = [Series("plain decode", plain, plots.PALETTE[0])]
-        for i, draft in enumerate(sorted({x["draft"] for x in tr})):
-            pts = [(x["context"], x["spec_tok_s"]) for x in tr if x["draft"] == draft and x["spec_tok_s"] is not None]
-            series.append(Series(f"speculative ({draft})" if draft != "spec" else "speculative decode", pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
-        title = f"decode throughput: {r['module']} · {results.geometry_label(r)} · {r['arm']} · {r.get('backend', '')}"
-        svg = plots.line_chart(title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2)
-        out.append(Plot("throughput", _slug("throughput", r["module"], results.geometry_label(r), r["arm"], _short(r["case_id"])), title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
-    if not out:
-        out.append(Plot("throughput", "throughput-no-data", "decode throughput: plain vs speculative",
-                        plots.no_data("decode throughput: plain vs speculative", "no data: no result in this report holds throughput rows")))
-    return out
-
-
-PLOT_SECTIONS = (
-    ("marginal", "Marginal verify cost vs cache length", marginal_plots,
-     "The cost of the second query of a verify step, time(L=2) - time(L=1), per arm, against the cache length (both axes log). "
-     "A module that absorbs pays about one decode step (dashed) at every length; one that materialises grows with the cache."),
-    ("crossover", "Crossover sweeps", crossover_plots,
-     "Forced absorbed vs forced materialised step time over widths on one warm cache; the dashed grey line is the formula's widest absorbed width, red the first swept width where materialising measured faster."),
-    ("equivalence", "Equivalence errors in ULPs", equivalence_plots,
-     "How far each forced path is from a float64 reference of the same weights, in ULPs of the dtype at the output's magnitude: "
-     "the error of every output element where the results carry the worker's histogram, else the distribution of the per-row p99 error."),
-    ("throughput", "Plain vs speculative decode", throughput_plots,
-     "Tokens per second of plain and speculative decoding against the context length (results holding throughput rows: the speculative suite)."),
-)
-
-
-def all_plots(rows: list[dict]) -> list[Plot]:
-    return [p for _, _, fn, _ in PLOT_SECTIONS for p in fn(rows)]
-
-
 # --- the commit page -------------------------------------------------------------------------
 
 CSS = """
@@ -389,19 +206,7 @@ def case_anchor(case_id: str) -> str:
     return "case-" + re.sub(r"[^A-Za-z0-9_-]", "_", case_id)
 
 
-def _suites(rows: list[dict]) -> list[str]:
-    present = {r["suite"] for r in rows}
-    return [s for s in SUITE_ORDER if s in present] + sorted(present - set(SUITE_ORDER))
-
-
-def _kinds(rows: list[dict]) -> list[tuple[str, list[str]]]:
-    """The suites present, grouped by kind (a row's kind: performance suites by name)."""
-    suites = _suites(rows)
-    perf = [s for s in suites if s in PERFORMANCE_SUITES]
-    return [(k, ss) for k, ss in (("correctness", [s for s in suites if s not in perf]), ("performance", perf)) if ss]
-
-
-def verdict_matrix(rows: list[dict]) -> str:
+def verdict_matrix(rows: list[dict], cat: Catalogue) -> str:
     """Per backend and runner, one table per suite kind, each in a box that scrolls on its own.
     Rows: module x arm; columns: suites; one chip per case (colour and symbol: verdict; a dark
     ring: checkpoint evidence), linking to the case's details."""
@@ -409,7 +214,7 @@ def verdict_matrix(rows: list[dict]) -> str:
     for (backend, runner), env_rows in sorted(_by_env(rows).items()):
         devices = sorted({str((r.get("fingerprint") or {}).get("device")) for r in env_rows if (r.get("fingerprint") or {}).get("device")})
         out.append(f'<h3>backend {esc(backend)} · runner {esc(runner)}{" · " + esc(", ".join(devices)) if devices else ""} ({len(env_rows)} cases)</h3>')
-        for kind, suites in _kinds(env_rows):
+        for kind, suites in cat.kinds(env_rows):
             out.append(f'<div class="matrix-box" data-kind="{kind}"><table class="matrix"><caption>{kind} suites</caption>')
             out.append(_matrix_table(env_rows, suites))
             out.append("</table></div>")
@@ -546,7 +351,8 @@ def case_table(rows: list[dict]) -> str:
 def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | None = None) -> str:
     """The commit page as one HTML string, from a merged document only."""
     rows = merged["results"]
-    plot_list = all_plots(rows) if plot_list is None else plot_list
+    cat = Catalogue.of_merged(merged)
+    plot_list = cat.plots(rows) if plot_list is None else plot_list
     c = merged["counts"]
     head = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
             f'<link rel="icon" href="data:,"><title>mlagate report {esc(merged["commit"][:12])}</title><style>{CSS}</style></head><body>')
@@ -573,18 +379,17 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                '<a href="#s-env">environment</a><a href="#s-cases">all cases</a></nav>')
     out.append('<h2 id="s-matrix">Verdict matrix</h2>')
     out.append(LEGEND)
-    out.append(verdict_matrix(rows))
+    out.append(verdict_matrix(rows, cat))
     out.append(f'<h2 id="s-problems">Failing and invalid cases ({c.get("fail", 0) + c.get("invalid", 0)})</h2>')
     out.append(problems(rows))
     out.append('<h2 id="s-plots">Plots</h2>')
-    plot_list = [p for p in plot_list if not p.slug.endswith("-no-data")]
     if not plot_list:
         out.append('<p class="meta" id="no-plots">No result in this report holds timings or error histograms, so there is nothing to plot.</p>')
-    for kind, heading, _, blurb in PLOT_SECTIONS:
-        ps = [p for p in plot_list if p.kind == kind]
+    for _, section in cat.sections({r["suite"] for r in rows}):
+        ps = [p for p in plot_list if p.kind == section.id]
         if not ps:
             continue  # no empty plot boxes
-        out.append(f'<h3>{esc(heading)}</h3><p class="meta">{esc(blurb)}</p><div class="plots" id="plots-{kind}">')
+        out.append(f'<h3>{esc(section.heading)}</h3><p class="meta">{esc(section.blurb)}</p><div class="plots" id="plots-{esc(section.id)}">')
         for p in ps:
             out.append(f'<figure class="plot" data-plot="{esc(p.kind)}" id="plot-{esc(p.slug)}">{p.svg}'
                        + (f"<figcaption>{esc(p.caption)}</figcaption>" if p.caption else "") + "</figure>")
@@ -618,7 +423,7 @@ class Outcome:
 def write_commit(merged: dict, out: Path, history_link: str | None = None) -> list[Plot]:
     """Write the commit page, its plots, merged.json, junit.xml and summary.md into out."""
     out.mkdir(parents=True, exist_ok=True)
-    plot_list = [p for p in all_plots(merged["results"]) if not p.slug.endswith("-no-data")]
+    plot_list = Catalogue.of_merged(merged).plots(merged["results"])
     (out / "plots").mkdir(exist_ok=True)
     for p in plot_list:
         (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")

@@ -5,11 +5,39 @@ chart is one self-contained <svg> string, and every label in it is escaped.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from html import escape
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+
+@dataclass
+class Plot:
+    """One chart of the commit page; `kind` is the plot section (a suite's PlotSection id)."""
+
+    kind: str
+    slug: str
+    title: str
+    svg: str
+    caption: str = ""
+
+
+def slug(*parts: str) -> str:
+    """A file name for a chart (plots/<slug>.svg)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("_")[:120]
+
+
+def short(case_id: str) -> str:
+    """Eight hex digits that tell cases apart in a slug."""
+    return hashlib.sha1(case_id.encode()).hexdigest()[:8]
+
+
+def num(v) -> float | None:
+    """v as a float when it is a number (not a bool), else None."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 @dataclass

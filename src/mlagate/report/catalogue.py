@@ -1,0 +1,148 @@
+"""The suites a report knows: their kinds, the order the page lists them in, their plot
+sections and the key figures the history follows, all declared in each suite's own file
+(mlagate.suites).
+
+A merged document records its suites (`suites`: id -> kind and file), taken from each run
+folder's plan.json (which names a suite kept beside its matrix) over the shipped suites, so a
+page re-rendered later from merged.json alone still finds them. A suite whose file is gone is
+still listed, without plots or figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlagate import results, suites
+from mlagate.matrix import bundled
+from mlagate.runplan import FILE as PLAN_FILE
+
+KINDS = ("correctness", "performance")
+PROBLEMS = suites.KeyFigure("problems", "failing + invalid cases", "cases", lambda r: None)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    entries: dict[str, suites.Entry]
+
+    @classmethod
+    def shipped(cls) -> Catalogue:
+        return cls(suites.shipped(bundled("suites")))
+
+    @classmethod
+    def of_sources(cls, sources: list[Path]) -> Catalogue:
+        """The shipped suites, every suite an earlier merged.json records and every suite a
+        source folder's plan.json names."""
+        entries = dict(suites.shipped(bundled("suites")))
+        for src in sources:
+            merged = Path(src) if Path(src).name == "merged.json" else Path(src) / "merged.json"
+            if merged.is_file():
+                try:
+                    entries.update(cls.of_merged(json.loads(merged.read_text(encoding="utf-8"))).entries)
+                except (OSError, ValueError, AttributeError):
+                    pass  # load_source has refused it already if it matters
+            plan = Path(src) / PLAN_FILE
+            if not plan.is_file():
+                continue
+            try:
+                declared = json.loads(plan.read_text(encoding="utf-8"))["matrix"]["suites"]
+                for sid, s in declared.items():
+                    path = Path(s["path"]) if s.get("path") else None
+                    entries[sid] = suites.Entry(sid, str(s["kind"]), path)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # a plan of another shape names no suite; the results still render
+        return cls(entries)
+
+    @classmethod
+    def of_merged(cls, merged: dict) -> Catalogue:
+        entries = dict(suites.shipped(bundled("suites")))
+        for sid, s in (merged.get("suites") or {}).items():
+            if isinstance(s, dict) and isinstance(s.get("kind"), str):
+                file = s.get("file")
+                entries[sid] = suites.Entry(sid, s["kind"], Path(file) if isinstance(file, str) else None)
+        return cls(entries)
+
+    def to_json(self, present: set[str]) -> dict:
+        return {
+            sid: {"kind": e.kind, "file": str(e.path) if e.path else None}
+            for sid, e in sorted(self.entries.items())
+            if sid in present
+        }
+
+    def kind(self, suite: str) -> str:
+        entry = self.entries.get(suite)
+        return entry.kind if entry else "correctness"
+
+    def _descriptor(self, suite: str) -> suites.Descriptor | None:
+        entry = self.entries.get(suite)
+        return entry.descriptor if entry else None
+
+    def order(self, present: set[str]) -> list[str]:
+        def rank(s: str) -> tuple:
+            d = self._descriptor(s)
+            return (KINDS.index(self.kind(s)) if self.kind(s) in KINDS else len(KINDS), d.order if d else 1000, s)
+
+        return sorted(present, key=rank)
+
+    def kinds(self, rows: list[dict]) -> list[tuple[str, list[str]]]:
+        """The suites present, grouped by kind, each group in the suites' order."""
+        ordered = self.order({r["suite"] for r in rows})
+        groups: dict[str, list[str]] = {}
+        for s in ordered:
+            groups.setdefault(self.kind(s), []).append(s)
+        return list(groups.items())
+
+    def sections(self, present: set[str]) -> list[tuple[str, suites.PlotSection]]:
+        """(suite, its plot section) in the suites' order."""
+        return [(s, d.plots) for s in self.order(present) if (d := self._descriptor(s)) and d.plots]
+
+    def plots(self, rows: list[dict]) -> list:
+        by_suite: dict[str, list[dict]] = {}
+        for r in rows:
+            by_suite.setdefault(r["suite"], []).append(r)
+        return [p for s, section in self.sections(set(by_suite)) for p in section.plots(by_suite[s])]
+
+    def figures(self) -> dict[str, suites.KeyFigure]:
+        """Every key figure of the known suites, by id, the per-module problem count first."""
+        out = {PROBLEMS.id: PROBLEMS}
+        for s in self.order(set(self.entries)):
+            d = self._descriptor(s)
+            for f in d.key_figures if d else ():
+                out.setdefault(f.id, f)
+        return out
+
+    def _by_row(self, rows: list[dict], interval: bool) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for r in rows:
+            d = self._descriptor(r["suite"])
+            if d is None or r["verdict"] == "argued":
+                continue
+            for f in d.key_figures:
+                fn = f.interval if interval else f.value
+                try:
+                    v = fn(r) if fn else None
+                except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError):
+                    continue  # a result of another shape: no figure from it
+                if v is not None:
+                    out[figure_key(r, f.id)] = v
+        return out
+
+    def key_figures(self, rows: list[dict]) -> dict[str, float]:
+        """Key figures of one commit, keyed "module|figure|arm|geometry|backend" (arm etc. empty
+        for the per-module problem count)."""
+        out = {k: float(v) for k, v in self._by_row(rows, interval=False).items()}
+        problems: dict[str, int] = {}
+        for r in rows:
+            problems[r["module"]] = problems.get(r["module"], 0) + (r["verdict"] in ("fail", "invalid"))
+        for module, n in problems.items():
+            out[f"{module}|{PROBLEMS.id}|||"] = float(n)
+        return out
+
+    def intervals(self, rows: list[dict]) -> dict[str, tuple[float, float]]:
+        """The 95 % interval of each key figure that has one, keyed as key_figures keys it."""
+        return {k: (float(v[0]), float(v[1])) for k, v in self._by_row(rows, interval=True).items()}
+
+
+def figure_key(r: dict, figure: str) -> str:
+    return f"{r['module']}|{figure}|{r['arm']}|{results.geometry_label(r)}|{r.get('backend', '')}"
