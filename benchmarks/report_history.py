@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mlagate.report import history
+from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,7 @@ def main() -> None:
     ap.add_argument("--commits", type=int, default=100)
     ap.add_argument("--keep", type=Path, default=None, help="write the history here and keep it")
     args = ap.parse_args()
-    base = [r for p in SOURCES for r in report.load_source(p)]
+    base = [r for p in SOURCES for r in merged_doc.load_source(p)]
     rng = random.Random(0)
     root = args.keep or Path(tempfile.mkdtemp(prefix="mlagate-history-"))
     if root.exists():
@@ -64,7 +65,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for i in range(args.commits):
         sha = f"{i:04d}" + f"{rng.getrandbits(144):036x}"
-        merged = report.merge([("synthetic", perturb(base, rng, i >= STEP_AT))], sha, (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i)).isoformat())
+        merged = merged_doc.merge([("synthetic", perturb(base, rng, i >= STEP_AT))], sha, (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i)).isoformat())
         folder = root / sha
         folder.mkdir()
         (folder / "merged.json").write_text(json.dumps(merged), encoding="utf-8")
@@ -79,11 +80,11 @@ def main() -> None:
     warm = time.perf_counter() - t
     folders = sorted(p for p in root.iterdir() if p.is_dir())
     t = time.perf_counter()
-    report.write_commit(report.load_merged(folders[-1] / "merged.json"), folders[-1], "../index.html")
+    report.write_commit(merged_doc.load_merged(folders[-1] / "merged.json"), folders[-1], "../index.html")
     one = time.perf_counter() - t
     t = time.perf_counter()
     for f in folders:
-        report.write_commit(report.load_merged(f / "merged.json"), f, "../index.html")
+        report.write_commit(merged_doc.load_merged(f / "merged.json"), f, "../index.html")
     every = time.perf_counter() - t
     print(f"index from merged.json (figures computed): {cold:.2f} s")
     print(f"index with cached figures.json:           {warm:.2f} s")

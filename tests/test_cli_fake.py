@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mlagate.report import page as report
+from mlagate.report import merged as merged_doc
 
 
 def _results(out):
@@ -89,5 +89,5 @@ def test_an_earlier_runs_results_are_set_aside_not_counted(fake_matrix, fake_cac
     assert list((out / "previous").glob("*/stale.json")), "set aside, not deleted"
     assert {json.loads(p.read_text())["module"] for p in (out / "results").glob("*.json")} == {"fake/fixed"}
     (out / "results").rename(out / "results-now")
-    with pytest.raises(report.ReportError, match="holds no result JSON"):
-        report.load_source(out)  # what was set aside is never read back as a result
+    with pytest.raises(merged_doc.ReportError, match="holds no result JSON"):
+        merged_doc.load_source(out)  # what was set aside is never read back as a result

@@ -6,7 +6,7 @@ import os
 import time
 
 from mlagate.report import history
-from mlagate.report import page as report
+from mlagate.report import merged as merged_doc
 from mlagate.report.catalogue import Catalogue
 
 from .test_report import _commit_rows, result
@@ -15,7 +15,7 @@ PAYLOADS = ("<img src=x onerror=alert(1)>", '"><script>alert(1)</script>', "java
 
 
 def _add(hist, commit, rows=None, when="2026-01-01T00:00:00Z"):
-    history.add(hist, report.merge([("run", rows or _commit_rows(2.0))], commit, when))
+    history.add(hist, merged_doc.merge([("run", rows or _commit_rows(2.0))], commit, when))
 
 
 def _assert_inert(html: str) -> None:
@@ -33,14 +33,14 @@ def test_a_crafted_history_folder_renders_inert(tmp_path, capsys):
     _add(hist, "c01", evil_rows, "2026-01-01T00:01:00Z")
     # a commit id that is a script link, in a folder of the same name and in another folder
     for folder in ("javascript:alert(1)", "plain"):
-        merged = report.merge([("run", _commit_rows(2.0))], "c02", "2026-01-01T00:02:00Z")
+        merged = merged_doc.merge([("run", _commit_rows(2.0))], "c02", "2026-01-01T00:02:00Z")
         merged["commit"] = "javascript:alert(1)"
         (hist / folder).mkdir()
         (hist / folder / "merged.json").write_text(json.dumps(merged))
     # counts that carry markup, through a current figures.json cache
     (hist / "c03").mkdir()
     (hist / "c03" / "merged.json").write_text(
-        json.dumps(report.merge([("run", _commit_rows(2.0))], "c03"))
+        json.dumps(merged_doc.merge([("run", _commit_rows(2.0))], "c03"))
     )
     fig = {
         "schema": history.FIGURES_SCHEMA,
@@ -53,7 +53,7 @@ def test_a_crafted_history_folder_renders_inert(tmp_path, capsys):
     (hist / "c03" / "figures.json").write_text(json.dumps(fig))
     later = time.time() + 5
     os.utime(hist / "c03" / "figures.json", (later, later))
-    merged = report.merge([("run", _commit_rows(2.0))], "c04")
+    merged = merged_doc.merge([("run", _commit_rows(2.0))], "c04")
     merged["counts"]["pass"] = PAYLOADS[0]  # markup where a count belongs
     (hist / "c04").mkdir()
     (hist / "c04" / "merged.json").write_text(json.dumps(merged))
@@ -84,7 +84,7 @@ def test_the_index_escapes_counts_and_commit_times():
     ]
     html = history.index_page(commits)
     _assert_inert(html)
-    assert "&lt;img" in html and "&quot;&gt;&lt;script&gt;" in html
+    assert "&lt;img" in html and "&#34;&gt;&lt;script&gt;" in html
 
 
 def test_a_report_with_a_bad_history_folder_still_succeeds(tmp_path, run_cli):

@@ -12,6 +12,7 @@ import pytest
 from mlagate import results
 from mlagate.report import build as report_build
 from mlagate.report import history, junit
+from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report.catalogue import Catalogue
 
@@ -67,9 +68,10 @@ def test_a_module_name_holding_markup_renders_as_text(tmp_path):
 
 
 def test_the_markup_check_catches_an_unescaped_page(monkeypatch):
-    """The escaping test can fail: with escaping switched off, the planted markup is found."""
-    monkeypatch.setattr(report, "esc", str)
-    merged = report.merge([("planted", markup_rows())], "abc")
+    """The escaping test can fail: with the templates' escaping switched off, the planted markup
+    is found."""
+    monkeypatch.setattr(report, "ENV", report.ENV.overlay(autoescape=False))
+    merged = merged_doc.merge([("planted", markup_rows())], "abc")
     assert raw_markup(report.page(merged))
 
 
@@ -84,7 +86,7 @@ def reference_report(tmp_path_factory):
 
 def test_the_reference_report_holds_every_case_and_every_output(reference_report):
     out, merged = reference_report.out, reference_report.merged
-    loaded = [r for p in REFERENCE for r in report.load_source(p)]
+    loaded = [r for p in REFERENCE for r in merged_doc.load_source(p)]
     assert len(merged["results"]) == len({r["case_id"] for r in loaded}) == len(loaded) - len(merged["superseded"])
     assert merged["schema"] == "mlagate.merged/1" and json.loads((out / "merged.json").read_text()) == merged
     counts = merged["counts"]
@@ -108,7 +110,7 @@ def test_the_reference_report_holds_every_case_and_every_output(reference_report
 def test_the_same_case_from_two_runs_keeps_the_later_one():
     early = result(verdict="fail", started=1000.0)
     late = result(verdict="pass", started=2000.0)
-    merged = report.merge([("a", [late]), ("b", [early])], "c")
+    merged = merged_doc.merge([("a", [late]), ("b", [early])], "c")
     assert [r["verdict"] for r in merged["results"]] == ["pass"]
     assert merged["superseded"] == [{"case_id": early["case_id"], "source": "b", "started": early["started"]}]
 
@@ -121,7 +123,7 @@ def test_an_aa_run_never_stands_in_for_the_arms_verdict():
         return results.Result(case=case.to_json(), verdict=verdict, reason=verdict, replay=case.replay(), started=started).to_json()
 
     gate, aa = row(False, "pass", 1000.0), row(True, "invalid", 2000.0)
-    merged = report.merge([("run", [gate]), ("aa-run", [aa])], "c")
+    merged = merged_doc.merge([("run", [gate]), ("aa-run", [aa])], "c")
     assert sorted(r["verdict"] for r in merged["results"]) == ["invalid", "pass"] and not merged["superseded"]
     html = report.page(merged)
     assert "<td>mlx-lm-0.32.2-patched (A/A)</td>" in html and "<td>mlx-lm-0.32.2-patched</td>" in html
@@ -195,7 +197,7 @@ def test_history_flags_a_planted_step_and_only_then(tmp_path, step):
     hist = tmp_path / "hist"
     values = [2.0, 2.1, 1.9, 2.05, 2.0, 1.95, 2.1, 2.0] + ([6.0, 6.2, 5.9, 6.1] if step else [2.0, 2.1, 1.9, 2.0])
     for i, v in enumerate(values):
-        merged = report.merge([("run", _commit_rows(v))], f"c{i:02d}", f"2026-01-01T00:{i:02d}:00Z")
+        merged = merged_doc.merge([("run", _commit_rows(v))], f"c{i:02d}", f"2026-01-01T00:{i:02d}:00Z")
         history.add(hist, merged)
     html = (hist / "index.html").read_text()
     assert html.count('<a href="c') >= len(values)  # every commit page is linked
@@ -217,16 +219,16 @@ def test_rerendering_a_merged_json_keeps_its_commit(tmp_path, run_cli):
 
 def test_a_history_commit_folder_is_a_source(tmp_path):
     hist = tmp_path / "hist"
-    history.add(hist, report.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))
+    history.add(hist, merged_doc.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))
     assert (hist / "c00" / "figures.json").exists()
-    assert report.load_source(hist / "c00") == json.loads((hist / "c00" / "merged.json").read_text())["results"]
+    assert merged_doc.load_source(hist / "c00") == json.loads((hist / "c00" / "merged.json").read_text())["results"]
 
 
 def test_history_rerender_rebuilds_old_pages_from_their_json(tmp_path):
     hist = tmp_path / "hist"
-    history.add(hist, report.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))
+    history.add(hist, merged_doc.merge([("run", _commit_rows(2.0))], "c00", "2026-01-01T00:00:00Z"))
     (hist / "c00" / "index.html").unlink()
-    history.add(hist, report.merge([("run", _commit_rows(2.0))], "c01", "2026-01-01T00:01:00Z"), rerender=True)
+    history.add(hist, merged_doc.merge([("run", _commit_rows(2.0))], "c01", "2026-01-01T00:01:00Z"), rerender=True)
     assert "c00" in (hist / "c00" / "index.html").read_text()
 
 
@@ -265,7 +267,7 @@ def test_one_case_id_on_two_runners_keeps_both():
     cuda = dict(result(verdict="pass", backend="gpu", started=1.0), runner="linux-cuda-h200")
     metal["runner"] = "macos-metal"
     assert metal["case_id"] == cuda["case_id"]
-    merged = report.merge([("a", [metal]), ("b", [cuda])], "c0")
+    merged = merged_doc.merge([("a", [metal]), ("b", [cuda])], "c0")
     assert merged["counts"]["fail"] == 1 and merged["counts"]["pass"] == 1 and not merged["superseded"]
 
 

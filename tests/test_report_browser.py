@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlagate.report import build as report_build
+from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report.catalogue import Catalogue
 
@@ -221,7 +222,7 @@ def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
 def test_a_correctness_only_report_has_no_empty_plot_boxes(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    rows = [r for src in REFERENCE for r in report.load_source(src) if Catalogue.shipped().kind(r["suite"]) == "correctness"]
+    rows = [r for src in REFERENCE for r in merged_doc.load_source(src) if Catalogue.shipped().kind(r["suite"]) == "correctness"]
     report_build.build([write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness")
     assert open_page(browser, tmp_path / "html/index.html") == []
     figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")

@@ -16,8 +16,8 @@ from mlagate.matrix import BACKENDS, MatrixError, default_path, load
 from mlagate.mutate import cli as mutate_cli
 from mlagate.plan import PlanError, Selection
 from mlagate.report import build as report_build
+from mlagate.report import merged as merged_doc
 from mlagate.report import mutation as report_mutation
-from mlagate.report import page as report
 from mlagate.scan import formats as findings
 from mlagate.scan import guards as scanner
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except (outdir.FolderBusy, resume.ResumeError, preflight.PreflightError, packs.PackError, report_mutation.KillMatrixError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
-    except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, report.ReportError, shard.ShardError, merge.MergeError) as exc:
+    except (MatrixError, execute.UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError, merged_doc.ReportError, shard.ShardError, merge.MergeError) as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
         return 2
     except runcli.Refused as exc:
@@ -225,7 +225,7 @@ def _scan(args) -> int:
 
 def _report(args) -> int:
     if args.rerender and args.history is None:
-        raise report.ReportError("--rerender: needs --history")
+        raise merged_doc.ReportError("--rerender: needs --history")
     outcome = report_build.build(args.sources, args.out, args.history, args.commit, args.rerender, mutation=args.mutation)
     c = outcome.merged["counts"]
     print(f"report: {outcome.out / 'index.html'} ({len(outcome.merged['results'])} results: {c['pass']} passed, {c['fail']} failed, "

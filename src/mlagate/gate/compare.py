@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import outcomes
-from mlagate.report import page as report
+from mlagate.report import merged as merged_doc
 from mlagate.report.catalogue import PROBLEMS, Catalogue
 
 RANK = {
@@ -35,9 +35,9 @@ def load(spec: str, history_dir: Path | None = None) -> list[dict]:
     if history_dir is not None:
         path = Path(history_dir) / spec / "merged.json"
         if not path.is_file():
-            raise report.ReportError(f"--history {history_dir}: no commit {spec!r} (no {path})")
-        return report.load_merged(path)["results"]
-    return report.load_source(Path(spec))
+            raise merged_doc.ReportError(f"--history {history_dir}: no commit {spec!r} (no {path})")
+        return merged_doc.load_merged(path)["results"]
+    return merged_doc.load_source(Path(spec))
 
 
 @dataclass

@@ -11,16 +11,15 @@ from pathlib import Path
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue
-from mlagate.report.page import (
-    Outcome,
+from mlagate.report.merged import (
     ReportError,
     git_commit,
     load_merged,
     load_source,
     merge,
     merge_gaps,
-    write_commit,
 )
+from mlagate.report.page import Outcome, write_commit
 from mlagate.worker import machine
 
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from mlagate import documents, stats
+from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
 from mlagate.report.catalogue import Catalogue
@@ -51,7 +52,7 @@ def _figures(folder: Path) -> dict | None:
                 return data
         except documents.DocumentError:
             pass  # recomputed from merged.json below
-    merged = report.load_merged(merged_path)
+    merged = merged_doc.load_merged(merged_path)
     cat = Catalogue.of_merged(merged)
     data = {
         "schema": FIGURES_SCHEMA, "figures_version": sorted(cat.figures()), "commit": merged["commit"],
@@ -59,7 +60,7 @@ def _figures(folder: Path) -> dict | None:
         "figures": cat.key_figures(merged["results"]),
         "labels": {fid: list(lu) for fid, lu in _labels(cat).items()},
     }
-    report.write_atomic(fig_path, json.dumps(data))
+    merged_doc.write_atomic(fig_path, json.dumps(data))
     return data
 
 
@@ -69,7 +70,7 @@ def add(history: Path, merged: dict, rerender: bool = False) -> Path:
     report.write_commit(merged, history / merged["commit"], "../index.html")
     if rerender:
         for folder in sorted(p for p in history.iterdir() if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()):
-            report.write_commit(report.load_merged(folder / "merged.json"), folder, "../index.html")
+            report.write_commit(merged_doc.load_merged(folder / "merged.json"), folder, "../index.html")
     return render_index(history)
 
 
@@ -84,7 +85,7 @@ def load_commits(history: Path) -> list[dict]:
             fig = _figures(p)
             if fig is not None:
                 commits.append(_checked(fig, p))
-        except (report.ReportError, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
+        except (merged_doc.ReportError, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
             print(f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr)
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     return commits
@@ -119,7 +120,7 @@ def _checked(fig: dict, folder: Path) -> dict:
 def render_index(history: Path) -> Path:
     html = index_page(load_commits(history))
     out = Path(history) / "index.html"
-    report.write_atomic(out, html)
+    merged_doc.write_atomic(out, html)
     return out
 
 
@@ -155,41 +156,29 @@ def index_page(commits: list[dict]) -> str:
                 labels.setdefault(fid, (str(lu[0]), str(lu[1])))
     order = list(labels)
     steps_at: dict[int, list[str]] = {}
-    for s in series:
-        for st in s["steps"]:
-            steps_at.setdefault(st["index"], []).append(f"{s['module']} {labels.get(s['figure'], (s['figure'],))[0]} {s['arm']} {s['geometry']}".strip())
-    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
-           f'<link rel="icon" href="data:,"><title>mlagate history</title><style>{report.CSS}td.step{{color:#d0312d;font-weight:bold}}#commits td:nth-child(-n+3){{white-space:nowrap}}</style></head><body>',
-           f"<h1>mlagate history · {len(commits)} commits</h1>",
-           f'<p class="meta">rendered {time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())} from each commit\'s merged.json. '
-           "A step (red) is flagged where the median of up to 5 commits from there on differs from the median of the 5 before by more than "
-           "4 robust standard deviations (1.4826 x MAD of both windows) and by more than 10 % of the earlier level; it needs 3 commits before and "
-           "most of 3 commits after (so the newest commit alone never flags), and a one-commit spike is never a step.</p>",
-           '<h2>Key figures per module</h2>']
     by_module: dict[str, list[dict]] = {}
-    for s in series:
-        by_module.setdefault(s["module"], []).append(s)
-    for module in sorted(by_module):
-        out.append(f'<h3>{report.esc(module)}</h3><table class="trend"><thead><tr><th>figure</th><th>arm</th><th>geometry</th><th>backend</th><th>trend (oldest → newest)</th><th>first</th><th>latest</th><th>steps</th></tr></thead><tbody>')
-        for s in sorted(by_module[module], key=lambda s: (order.index(s["figure"]) if s["figure"] in order else 99, s["arm"], s["geometry"], s["backend"])):
-            label, unit = labels.get(s["figure"], (s["figure"], ""))
-            present = [v for v in s["values"] if v is not None]
-            spark = plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{module} {label} {s['arm']}")
-            step_txt = "; ".join(
-                f'<a href="{report.esc(commits[st["index"]]["commit"])}/index.html">{report.esc(commits[st["index"]]["commit"][:8])}</a> '
-                f'{report.esc(_fmt(st["before"], unit))} → {report.esc(_fmt(st["after"], unit))}' for st in s["steps"])
-            out.append(f'<tr><td>{report.esc(label)} ({report.esc(unit)})</td><td>{report.esc(s["arm"])}</td><td>{report.esc(s["geometry"])}</td><td>{report.esc(s["backend"])}</td><td>{spark}</td>'
-                       f'<td>{report.esc(_fmt(present[0] if present else None, unit))}</td><td>{report.esc(_fmt(present[-1] if present else None, unit))}</td>'
-                       f'<td class="{"step" if s["steps"] else ""}">{step_txt}</td></tr>')
-        out.append("</tbody></table>")
-    out.append('<h2>Commits</h2><table id="commits"><thead><tr><th>#</th><th>commit</th><th>commit time</th><th>pass</th><th>fail</th><th>invalid</th><th>argued</th><th>steps at this commit</th></tr></thead><tbody>')
-    for i, c in enumerate(reversed(commits)):
-        idx = len(commits) - 1 - i
-        n = c["counts"]
+    rank = lambda s: (order.index(s["figure"]) if s["figure"] in order else 99, s["arm"], s["geometry"], s["backend"])  # noqa: E731
+    for s in sorted(series, key=rank):
+        label, unit = labels.get(s["figure"], (s["figure"], ""))
+        present = [v for v in s["values"] if v is not None]
+        steps = [
+            {"commit": commits[st["index"]]["commit"], "before": _fmt(st["before"], unit), "after": _fmt(st["after"], unit)}
+            for st in s["steps"]
+        ]
+        for st in s["steps"]:
+            steps_at.setdefault(st["index"], []).append(f"{s['module']} {label} {s['arm']} {s['geometry']}".strip())
+        by_module.setdefault(s["module"], []).append({
+            **s, "label": label, "unit": unit, "steps": steps,
+            "spark": plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{s['module']} {label} {s['arm']}"),
+            "first": _fmt(present[0] if present else None, unit),
+            "latest": _fmt(present[-1] if present else None, unit),
+        })
+    rows = []
+    for idx in reversed(range(len(commits))):
         flagged = steps_at.get(idx, [])
-        out.append(f'<tr><td>{idx + 1}</td><td><a href="{report.esc(c["commit"])}/index.html"><code>{report.esc(c["commit"][:12])}</code></a></td><td>{report.esc(c.get("commit_time"))}</td>'
-                   f'<td>{report.esc(n.get("pass", 0))}</td><td>{report.esc(n.get("fail", 0))}</td>'
-                   f'<td>{report.esc(n.get("invalid", 0))}</td><td>{report.esc(n.get("argued", 0))}</td>'
-                   f'<td class="{"step" if flagged else ""}">{report.esc("; ".join(flagged[:6]) + (f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""))}</td></tr>')
-    out.append("</tbody></table></body></html>")
-    return "".join(out)
+        more = f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""
+        rows.append({**commits[idx], "n": idx + 1, "flagged": "; ".join(flagged[:6]) + more})
+    return report.ENV.get_template("history.html.j2").render(
+        commits=commits, rendered=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        modules=sorted(by_module.items()), rows=rows,
+    )

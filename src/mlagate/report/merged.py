@@ -1,0 +1,161 @@
+"""The merged document (mlagate.merged/1): result sources read from disk (run folders,
+results/ folders, .tgz archives, merged.json), merged into one document that the commit page,
+the job summary, JUnit and the history are rendered from, so any old commit can be rendered
+again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+from mlagate import documents, outcomes, results
+
+MERGED_SCHEMA = "mlagate.merged/1"
+
+
+class ReportError(ValueError):
+    """Bad report input; one line naming the file or argument."""
+
+
+def _check(data, where: str) -> dict:
+    try:
+        return documents.validate(data, "result", where)
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _json(data: bytes | str, where: str):
+    try:
+        return documents.parse(data, where)
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+
+
+NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json", "plan.json")  # what run, merge and report write beside results
+
+
+def load_source(path: Path) -> list[dict]:
+    """Results from a run's output folder (OUT or OUT/results), a folder holding results/
+    folders at any depth, a .tgz/.tar.gz of such folders, or a merged.json."""
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if (path / "results").is_dir():
+            files = sorted((path / "results").glob("*.json"))
+        elif (path / "merged.json").exists():
+            return load_source(path / "merged.json")  # a report's or a history commit's folder
+        else:
+            files = [f for f in sorted(path.glob("*.json")) if f.name not in NOT_RESULTS] or sorted(path.glob("**/results/*.json"))
+        if not files:
+            raise ReportError(f"{path}: holds no result JSON (looked for *.json and **/results/*.json)")
+        rows = []
+        for f in files:
+            try:
+                rows.append(_check(_json(f.read_bytes(), str(f)), str(f)))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ReportError(f"{f}: not a readable result ({exc})") from None
+        return rows
+    if path.name.endswith((".tgz", ".tar.gz")):
+        rows = []
+        try:
+            with tarfile.open(path, "r:gz") as tar:
+                for m in sorted(tar.getmembers(), key=lambda m: m.name):
+                    parts = m.name.split("/")
+                    if m.isfile() and m.name.endswith(".json") and len(parts) >= 2 and parts[-2] == "results":
+                        rows.append(_check(_json(tar.extractfile(m).read(documents.MAX_BYTES), f"{path}:{m.name}"), f"{path}:{m.name}"))
+        except (OSError, tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ReportError(f"{path}: not a readable results archive ({exc})") from None
+        if not rows:
+            raise ReportError(f"{path}: the archive holds no results/*.json")
+        return rows
+    try:
+        data = documents.parse(documents.read_bytes(path), str(path))
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+    if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA:
+        return [_check(r, f"{path}: result {i}") for i, r in enumerate(data.get("results", []))]
+    return [_check(data, str(path))]
+
+
+def load_merged(path: Path) -> dict:
+    try:
+        data = documents.load(path, "merged")
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+    if not isinstance(data, dict) or data.get("schema") != MERGED_SCHEMA:
+        raise ReportError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {MERGED_SCHEMA}")
+    for i, r in enumerate(data.get("results", [])):
+        _check(r, f"{path}: result {i}")
+    return data
+
+
+def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None) -> dict:
+    """One document from several sources. The same case_id in two sources: the result that
+    started last is kept, the others are listed under `superseded` (case id, source, started)."""
+    chosen: dict[tuple[str, str], tuple[dict, str]] = {}
+    superseded = []
+    for name, rows in sources:
+        for r in rows:
+            key = (r.get("runner") or "", r["case_id"])  # two runners of one backend share case ids
+            old = chosen.get(key)
+            if old is None or (r.get("started") or "") >= (old[0].get("started") or ""):
+                if old is not None:
+                    superseded.append({"case_id": r["case_id"], "source": old[1], "started": old[0].get("started")})
+                chosen[key] = (r, name)
+            else:
+                superseded.append({"case_id": r["case_id"], "source": name, "started": r.get("started")})
+    rows = sorted((r for r, _ in chosen.values()), key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]))
+    counts = {v: 0 for v in results.VERDICTS}
+    for r in rows:
+        counts[r["verdict"]] += 1
+    started = [r["started"] for r in rows if r.get("started")]
+    return {
+        "schema": MERGED_SCHEMA,
+        "commit": commit,
+        "commit_time": commit_time or (max(started) if started else None),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": [{"name": name, "results": len(rows_)} for name, rows_ in sources],
+        "counts": counts,
+        "outcomes": outcomes.counts(rows),
+        "superseded": superseded,
+        "results": rows,
+    }
+
+
+def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
+    """(commit id, commit time) of the checkout at cwd, or (None, None) outside git."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%H %cI"], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None, None
+    sha, when = out.stdout.split()
+    return sha, when
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
+    """What `mlagate merge` found missing (cases, shards) or unplanned, from a merge.json beside a source."""
+    gaps: dict[str, list[str]] = {"missing": [], "missing_shards": [], "unplanned": []}
+    for src in sources:
+        path = Path(src) / "merge.json"
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ReportError(f"{path}: not a readable merge record ({exc})") from None
+        for key in gaps:
+            gaps[key] += [str(x) for x in data.get(key) or []]
+    return gaps
