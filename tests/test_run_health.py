@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from mlagate import runcli
+from mlagate.commands import runopts as runcli
 from mlagate.matrix import load
 from mlagate.plan import Selection
 from tests.conftest import FIXTURES

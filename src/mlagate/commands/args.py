@@ -1,0 +1,92 @@
+"""What the verbs share: the parser class, the common options, the matrix and runner a
+command works on, and the output paths checked before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from mlagate import backends
+from mlagate.gate import bounds
+from mlagate.gate.errors import UsageError
+from mlagate.matrix import BACKENDS, default_path, load
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # a typo is an error, never another option
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"mlagate: error: {message}\n")
+
+
+def common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", type=Path, default=None, help="matrix file (default: ./matrix.yaml, else the bundled one)")
+    p.add_argument("--cache", type=Path, default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
+
+
+def selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
+    p.add_argument("--module", action="append", default=[], help="only this module (repeatable)")
+    p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
+    p.add_argument("--kind", choices=("correctness", "performance"), default=None, help="only the suites of this kind")
+    p.add_argument(
+        "--profile", default=None,
+        help="quick (2-core CPU) or full (GPU / Apple Silicon); default: the runner's profile in the matrix, else quick",
+    )
+    p.add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner defaults to "
+        "the first of metal on macOS, else cpu)",
+    )
+    p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
+
+
+def workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def context(args):
+    """The matrix, backend and runner of a command (the runner's profile when none is given)."""
+    matrix = load(args.matrix or default_path())
+    try:
+        runner, backend = backends.chosen(matrix, getattr(args, "runner", None), getattr(args, "backend", None))
+    except backends.BackendError as exc:
+        raise UsageError(str(exc)) from None
+    if getattr(args, "profile", None) is None:
+        args.profile = matrix.runners[runner].profile or "quick"
+    return matrix, backend, runner
+
+
+def suites(matrix, args) -> tuple[str, ...]:
+    """--suite narrowed by --kind."""
+    if not args.kind:
+        return tuple(args.suite)
+    for s in args.suite:
+        if s in matrix.suites and matrix.suites[s].kind != args.kind:
+            raise UsageError(f"--suite {s} is a {matrix.suites[s].kind} suite, not {args.kind}")
+    chosen = tuple(args.suite) or tuple(s for s in matrix.suites if matrix.suites[s].kind == args.kind)
+    if not chosen:
+        raise UsageError(f"--kind: {matrix.path} has no {args.kind} suites")
+    return chosen
+
+
+def check_outputs(args) -> None:
+    """Every output path named on the command line can be written, before anything runs."""
+    if args.command in ("run", "merge", "report") and args.out is not None:
+        bounds.out_dir(args.out)
+    if args.command == "report" and args.history is not None:
+        bounds.out_dir(args.history, "--history")
+    for flag, attr in (("--out", "out"), ("--manifest", "manifest"), ("--export", "export")):
+        if args.command in ("costs", "plan", "arms") and getattr(args, attr, None) is not None:
+            bounds.out_file(getattr(args, attr), flag)

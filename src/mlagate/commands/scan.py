@@ -1,0 +1,50 @@
+"""`mlagate scan`: single-query guards on MLA and indexer fast paths in source code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlagate import arms as arms_mod
+from mlagate.commands import args as cargs
+from mlagate.commands import runopts
+from mlagate.gate.errors import UsageError
+from mlagate.matrix import default_path, load
+from mlagate.scan import formats, guards
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
+    cargs.common(p)
+    p.add_argument("paths", nargs="*", type=Path, help="files or folders to scan")
+    p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
+    p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
+    p.add_argument("--root", type=Path, default=None,
+                   help="paths in findings are relative to this folder, where SARIF and annotations resolve "
+                   "(default: the git repository's root, else the current folder)")
+
+
+def main(args) -> int:
+    matrix = load(args.matrix or default_path())
+    paths = list(args.paths)
+    runtimes = set(matrix.runtimes)
+    if args.arm:
+        if args.arm not in matrix.arms:
+            raise UsageError(f"--arm: unknown arm {args.arm!r} (matrix has {', '.join(matrix.arms)})")
+        arm = matrix.arms[args.arm]
+        inst = arms_mod.materialise(arm, matrix.runtimes[arm.runtime], args.cache)
+        paths.append(inst.site / inst.runtime.package)
+        runtimes = {arm.runtime}
+    if not paths:
+        raise UsageError("scan: give one or more paths, or --arm")
+    for p in paths:
+        if not p.exists():
+            raise UsageError(f"scan: {p}: no such file or directory")
+    registered = {
+        (m.import_path, m.attention_for(a.id))
+        for m in matrix.modules.values()
+        if m.runtime in runtimes
+        for a in matrix.arms_for(m)
+    }
+    report = guards.scan(paths, matrix.allowlist, registered, runopts.scan_root(args.root))
+    print(formats.FORMATS[args.format](report))
+    return report.exit_code
