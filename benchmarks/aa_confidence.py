@@ -16,7 +16,9 @@ import json
 from mlagate import stats
 
 
-def judge(tries: list[tuple[list[float], list[float]]], confidence: float, tol: float, retries: int) -> str:
+def judge(
+    tries: list[tuple[list[float], list[float]]], confidence: float, tol: float, retries: int
+) -> str:
     for arm, base in tries[: retries + 1]:
         _, lo, hi = stats.paired_change(arm, base, confidence)
         if -tol <= lo and hi <= tol:
@@ -47,11 +49,29 @@ def main() -> None:
             cases.append(by_t)
         runs.append(cases)
     for confidence in (0.8, 0.9, 0.95, 0.99):
-        verdicts = [[min((judge(v, confidence, args.tolerance, args.retries) for v in case.values()),
-                         key=("fail", "invalid", "pass").index) for case in run] for run in runs]
+        verdicts = [
+            [
+                min(
+                    (judge(v, confidence, args.tolerance, args.retries) for v in case.values()),
+                    key=("fail", "invalid", "pass").index,
+                )
+                for case in run
+            ]
+            for run in runs
+        ]
         flat = [v for run in verdicts for v in run]
-        print(json.dumps({"confidence": confidence, "runs": len(runs), "red_gate_runs": sum(any(v != "pass" for v in run) for run in verdicts),
-                          "cases": len(flat), "fail": flat.count("fail"), "invalid": flat.count("invalid")}))
+        print(
+            json.dumps(
+                {
+                    "confidence": confidence,
+                    "runs": len(runs),
+                    "red_gate_runs": sum(any(v != "pass" for v in run) for run in verdicts),
+                    "cases": len(flat),
+                    "fail": flat.count("fail"),
+                    "invalid": flat.count("invalid"),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """False-alarm rate of the L = 1 parity gate: N A/A gate runs of one arm against itself.
 
-    python benchmarks/aa_false_alarms.py [--runs 10] [--module M]... [--arm mlx-lm-0.32.2-patched] [--cpu auto] [-- RUN_ARGS...]
+    python benchmarks/aa_false_alarms.py [--runs 10] [--module M]... [--arm mlx-lm-0.32.2-patched]
+    [--cpu auto] [-- RUN_ARGS...]
 
 RUN_ARGS go to every `mlagate run` (e.g. `-- --runner linux-cuda-h200` on a GPU machine).
 Modules default to mlx-lm/deepseek_v3 and mlx-lm/glm4_moe_lite (three geometries: DeepSeek-V3,
@@ -26,14 +27,32 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--module", action="append", default=[])
     ap.add_argument("--arm", default="mlx-lm-0.32.2-patched")
-    ap.add_argument("--cpu", default="auto", help="passed to mlagate run --cpu (none: workers float between CPUs)")
+    ap.add_argument(
+        "--cpu",
+        default="auto",
+        help="passed to mlagate run --cpu (none: workers float between CPUs)",
+    )
     ap.add_argument("run_args", nargs="*", help="more arguments for mlagate run, after --")
     args = ap.parse_args()
     modules = args.module or ["mlx-lm/deepseek_v3", "mlx-lm/glm4_moe_lite"]
     red_runs, alarms, cases, widths = 0, 0, 0, []
     for i in range(args.runs):
         out = tempfile.mkdtemp(prefix=f"mlagate-aa-{i}-")
-        cmd = [sys.executable, "-m", "mlagate", "run", "--aa", "--suite", "l1_parity", "--arm", args.arm, "--cpu", args.cpu, "--out", out]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlagate",
+            "run",
+            "--aa",
+            "--suite",
+            "l1_parity",
+            "--arm",
+            args.arm,
+            "--cpu",
+            args.cpu,
+            "--out",
+            out,
+        ]
         for m in modules:
             cmd += ["--module", m]
         subprocess.run([*cmd, *args.run_args], capture_output=True)
@@ -48,13 +67,42 @@ def main() -> None:
             red |= alarm
             tries = r["metrics"].get("attempts", [])
             widths += [a["ci"][1] - a["ci"][0] for a in tries if "ci" in a]
-            print(json.dumps({"run": i, "geometry": r["geometry"]["id"], "verdict": r["verdict"], "cpus": r["fingerprint"].get("cpus"),
-                              "tries": [{"T": a["T"], "change": round(a["change"], 4), "ci": [round(x, 4) for x in a["ci"]], "decided": a.get("decided")}
-                                        for a in tries]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "run": i,
+                        "geometry": r["geometry"]["id"],
+                        "verdict": r["verdict"],
+                        "cpus": r["fingerprint"].get("cpus"),
+                        "tries": [
+                            {
+                                "T": a["T"],
+                                "change": round(a["change"], 4),
+                                "ci": [round(x, 4) for x in a["ci"]],
+                                "decided": a.get("decided"),
+                            }
+                            for a in tries
+                        ],
+                    }
+                ),
+                flush=True,
+            )
         red_runs += red
-    print(json.dumps({"runs": args.runs, "red_gate_runs": red_runs, "gate_rate": round(red_runs / max(args.runs, 1), 3),
-                      "cases": cases, "false_alarms": alarms, "case_rate": round(alarms / max(cases, 1), 3),
-                      "median_interval_width": round(sorted(widths)[len(widths) // 2], 4) if widths else None}))
+    print(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "red_gate_runs": red_runs,
+                "gate_rate": round(red_runs / max(args.runs, 1), 3),
+                "cases": cases,
+                "false_alarms": alarms,
+                "case_rate": round(alarms / max(cases, 1), 3),
+                "median_interval_width": round(sorted(widths)[len(widths) // 2], 4)
+                if widths
+                else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

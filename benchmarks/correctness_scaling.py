@@ -34,7 +34,19 @@ def main() -> None:
         wall = time.perf_counter() - t0
         base = base or wall
         summary = [line for line in proc.stdout.splitlines() if "passed," in line][-1:]
-        print(json.dumps({"workers": n, "cores": os.cpu_count(), "wall_s": round(wall, 1), "speedup": round(base / wall, 2), "exit": proc.returncode, "summary": summary}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "workers": n,
+                    "cores": os.cpu_count(),
+                    "wall_s": round(wall, 1),
+                    "speedup": round(base / wall, 2),
+                    "exit": proc.returncode,
+                    "summary": summary,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@ from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [*sorted((ROOT / "docs/reference/cpu").glob("*.tgz")), *sorted((ROOT / "docs/reference/h200").glob("*.tgz"))]
+SOURCES = [
+    *sorted((ROOT / "docs/reference/cpu").glob("*.tgz")),
+    *sorted((ROOT / "docs/reference/h200").glob("*.tgz")),
+]
 STEP_AT, STEP_ARM, STEP_MODULE = 60, "mlx-lm-0.32.2-patched", "mlx-lm/deepseek_v3"
 
 
@@ -40,7 +43,11 @@ def perturb(rows: list[dict], rng: random.Random, step: bool) -> list[dict]:
             for per in m["marginal"].values():
                 for v in per["per_T"].values():
                     v["marginal_s"] *= f() * boost
-        if r["suite"] == "crossover" and isinstance(m.get("crossover"), dict) and "absorbed_slowdown_at_formula" in m["crossover"]:
+        if (
+            r["suite"] == "crossover"
+            and isinstance(m.get("crossover"), dict)
+            and "absorbed_slowdown_at_formula" in m["crossover"]
+        ):
             m["crossover"]["absorbed_slowdown_at_formula"] *= f()
         if r["suite"] == "equivalence" and isinstance(m.get("errors_ulps"), dict):
             for row in m["errors_ulps"].values():
@@ -65,12 +72,19 @@ def main() -> None:
     t0 = time.perf_counter()
     for i in range(args.commits):
         sha = f"{i:04d}" + f"{rng.getrandbits(144):036x}"
-        merged = merged_doc.merge([("synthetic", perturb(base, rng, i >= STEP_AT))], sha, (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i)).isoformat())
+        merged = merged_doc.merge(
+            [("synthetic", perturb(base, rng, i >= STEP_AT))],
+            sha,
+            (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i)).isoformat(),
+        )
         folder = root / sha
         folder.mkdir()
         (folder / "merged.json").write_text(json.dumps(merged), encoding="utf-8")
     made = time.perf_counter() - t0
-    print(f"{args.commits} commits of {len(merged['results'])} results each written in {made:.1f} s ({sum(f.stat().st_size for f in root.glob('*/merged.json')) / 1e6:.0f} MB of merged.json)")
+    print(
+        f"{args.commits} commits of {len(merged['results'])} results each written in {made:.1f} s "
+        f"({sum(f.stat().st_size for f in root.glob('*/merged.json')) / 1e6:.0f} MB of merged.json)"
+    )
 
     t = time.perf_counter()
     history.render_index(root)
@@ -80,7 +94,9 @@ def main() -> None:
     warm = time.perf_counter() - t
     folders = sorted(p for p in root.iterdir() if p.is_dir())
     t = time.perf_counter()
-    report.write_commit(merged_doc.load_merged(folders[-1] / "merged.json"), folders[-1], "../index.html")
+    report.write_commit(
+        merged_doc.load_merged(folders[-1] / "merged.json"), folders[-1], "../index.html"
+    )
     one = time.perf_counter() - t
     t = time.perf_counter()
     for f in folders:
@@ -94,10 +110,17 @@ def main() -> None:
     series = history.trends(history.load_commits(root))
     flagged = [(s["key"], st["index"], st["change"]) for s in series for st in s["steps"]]
     planted = [f for f in flagged if f[0].startswith(f"{STEP_MODULE}|marginal_ms|{STEP_ARM}|")]
-    print(f"steps flagged: {len(flagged)} in {len(series)} series; planted step series flagged: "
-          + ", ".join(f"{k.split('|')[3]}/{k.split('|')[4]} at commit {i} ({c:+.0%})" for k, i, c in planted))
+    print(
+        f"steps flagged: {len(flagged)} in {len(series)} series; planted step series flagged: "
+        + ", ".join(
+            f"{k.split('|')[3]}/{k.split('|')[4]} at commit {i} ({c:+.0%})" for k, i, c in planted
+        )
+    )
     others = [f for f in flagged if f not in planted]
-    print(f"other flags (false alarms under 3 % noise): {len(others)}" + (": " + "; ".join(f"{k} at {i}" for k, i, _ in others[:5]) if others else ""))
+    print(
+        f"other flags (false alarms under 3 % noise): {len(others)}"
+        + (": " + "; ".join(f"{k} at {i}" for k, i, _ in others[:5]) if others else "")
+    )
     print(f"history: {root / 'index.html'}")
     if args.keep is None:
         shutil.rmtree(root)

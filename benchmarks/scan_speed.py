@@ -40,12 +40,28 @@ def main() -> None:
     times, files = [], 0
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        out = subprocess.run([*pin, sys.executable, "-c", CHILD, target, str(m.path)], capture_output=True, text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [*pin, sys.executable, "-c", CHILD, target, str(m.path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         times.append(float(out[0]))
         files = int(out[1])
         _ = time.perf_counter() - t0
-    print(json.dumps({"arm": args.arm, "files": files, "cores": 1 if pin else os.cpu_count(), "median_s": round(statistics.median(times), 3),
-                      "min_s": round(min(times), 3), "max_s": round(max(times), 3), "runs": args.repeat}))
+    print(
+        json.dumps(
+            {
+                "arm": args.arm,
+                "files": files,
+                "cores": 1 if pin else os.cpu_count(),
+                "median_s": round(statistics.median(times), 3),
+                "min_s": round(min(times), 3),
+                "max_s": round(max(times), 3),
+                "runs": args.repeat,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,23 +20,49 @@ def tables(rows: list[dict], draft: str = "all") -> str:
     cases = [r for r in rows if r["suite"] == "speculative" and r["metrics"].get("rows")]
     out = []
     for geo in sorted({(r["module"], results.geometry_label(r)) for r in cases}):
-        mine = sorted((r for r in cases if (r["module"], results.geometry_label(r)) == geo), key=lambda r: r["arm"])
+        mine = sorted(
+            (r for r in cases if (r["module"], results.geometry_label(r)) == geo),
+            key=lambda r: r["arm"],
+        )
         first = mine[0]
         made = first["metrics"].get("checkpoints", {})
-        weights = f"{made.get('dtype', first['dtype'])} weights" + (f", {made['quant']['bits']}-bit groups of {made['quant']['group_size']}" if made.get("quant") else "")
-        out.append(f"### {geo[0]}, {geo[1]} ({first['shapes'].get('heads')} heads, {weights}, {first['backend']}, {first['fingerprint'].get('device', '?')})\n")
-        out.append("| arm | P | draft | plain tok/s | spec tok/s | ratio | verify ms (path) | acceptance | verdict |")
+        weights = f"{made.get('dtype', first['dtype'])} weights" + (
+            f", {made['quant']['bits']}-bit groups of {made['quant']['group_size']}"
+            if made.get("quant")
+            else ""
+        )
+        out.append(
+            f"### {geo[0]}, {geo[1]} ({first['shapes'].get('heads')} heads, {weights}, "
+            f"{first['backend']}, {first['fingerprint'].get('device', '?')})\n"
+        )
+        out.append(
+            "| arm | P | draft | plain tok/s | spec tok/s | ratio | verify ms (path) | acceptance "
+            "| verdict |"
+        )
         out.append("|---|---|---|---|---|---|---|---|---|")
         for r in mine:
             for row in r["metrics"]["rows"]:
                 if draft != "all" and row["draft"] != draft:
                     continue
-                acc = "-" if row["acceptance"] is None else f"{row['acceptance']:.0%} ({row['accepted']}/{row['drafted']})"
+                acc = (
+                    "-"
+                    if row["acceptance"] is None
+                    else f"{row['acceptance']:.0%} ({row['accepted']}/{row['drafted']})"
+                )
                 out.append(
-                    f"| {r['arm']} | {row['context']} | {row['draft']} | {row['plain_tok_s']:.1f} | {row['spec_tok_s']:.1f} | {row['ratio']:.2f} | "
+                    f"| {r['arm']} | {row['context']} | {row['draft']} | {row['plain_tok_s']:.1f} "
+                    f"| {row['spec_tok_s']:.1f} | {row['ratio']:.2f} | "
                     f"{row['verify_ms']:.2f} ({row['verify_path']}) | {acc} | {row['verdict']} |"
                 )
-        gates = "; ".join(f"{r['arm']}: {r['verdict']}" + (f" (ratio retained {r['metrics']['gate']['ratio_retained']:.2f})" if r["metrics"].get("gate") else "") for r in mine)
+        gates = "; ".join(
+            f"{r['arm']}: {r['verdict']}"
+            + (
+                f" (ratio retained {r['metrics']['gate']['ratio_retained']:.2f})"
+                if r["metrics"].get("gate")
+                else ""
+            )
+            for r in mine
+        )
         out.append(f"\nCase verdicts: {gates}.\n")
     return "\n".join(out)
 

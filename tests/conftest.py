@@ -15,7 +15,8 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture(scope="session")
 def real_cache() -> Path:
-    """The arm cache for the real arms: shared across tests and runs (installing them takes a minute)."""
+    """The arm cache for the real arms: shared across tests and runs (installing them takes a
+    minute)."""
     path = Path(os.environ.get("MLAGATE_CACHE") or Path.home() / ".cache" / "mlagate")
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -39,7 +40,14 @@ def cli(*args, cwd=None, cache=None, timeout=900):
     env = {**os.environ}
     if cache is not None:
         env["MLAGATE_CACHE"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "mlagate", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mlagate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

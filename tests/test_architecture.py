@@ -15,8 +15,14 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def _lint(src: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    return subprocess.run([str(LINT), "--config", str(ROOT / ".importlinter"), "--no-cache"], capture_output=True, text=True,
-                          cwd=src, env=env, timeout=300)
+    return subprocess.run(
+        [str(LINT), "--config", str(ROOT / ".importlinter"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=src,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_the_architecture_contracts_hold():
@@ -26,9 +32,14 @@ def test_the_architecture_contracts_hold():
 
 
 def test_a_forbidden_import_in_the_worker_package_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "src" / "mlagate", tmp_path / "mlagate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src" / "mlagate", tmp_path / "mlagate", ignore=shutil.ignore_patterns("__pycache__")
+    )
     probes = tmp_path / "mlagate" / "worker" / "probes.py"
-    probes.write_text(probes.read_text() + "\nfrom mlagate import matrix  # planted: the worker must not read the matrix\n")
+    probes.write_text(
+        probes.read_text()
+        + "\nfrom mlagate import matrix  # planted: the worker must not read the matrix\n"
+    )
     proc = _lint(tmp_path)
     assert proc.returncode != 0
     assert "mlagate.worker.probes -> mlagate.matrix" in proc.stdout, proc.stdout[-3000:]

@@ -21,7 +21,9 @@ def test_path_arm_is_copied_into_a_content_addressed_directory(fake_matrix, fake
     assert json.loads((first.dir / "arm.json").read_text())["key"] == first.key
     again = arms.materialise(arm, rt, fake_cache)
     assert again.dir == first.dir
-    (fake_matrix.parent / "fakemla-tree" / "fakemla" / "models" / "good.py").write_text("# changed\n")
+    (fake_matrix.parent / "fakemla-tree" / "fakemla" / "models" / "good.py").write_text(
+        "# changed\n"
+    )
     changed = arms.materialise(arm, rt, fake_cache)
     assert changed.key != first.key
 
@@ -40,7 +42,9 @@ def test_two_runs_materialising_at_once_share_one_install(fake_matrix, fake_cach
 
 
 def test_a_patch_that_does_not_apply_is_one_line(fake_matrix, fake_cache):
-    text = fake_matrix.read_text().replace("    role: stock  # role", "    patches: [mlx.patch]  # patch\n    role: stock  # role", 1)
+    text = fake_matrix.read_text().replace(
+        "    role: stock  # role", "    patches: [mlx.patch]  # patch\n    role: stock  # role", 1
+    )
     patch = ROOT / "patches" / "mlx-lm-0.32.2-mla-threshold.patch"
     (fake_matrix.parent / "mlx.patch").write_bytes(patch.read_bytes())
     fake_matrix.write_text(text)
@@ -49,7 +53,9 @@ def test_a_patch_that_does_not_apply_is_one_line(fake_matrix, fake_cache):
         arms.materialise(arm, rt, fake_cache)
     assert str(err.value).startswith("arm fake-stock: patch mlx.patch does not apply: error:")
     assert "\n" not in str(err.value)
-    assert not [p for p in (fake_cache / "arms").iterdir() if p.is_dir()], "a failed install leaves nothing behind"
+    assert not [p for p in (fake_cache / "arms").iterdir() if p.is_dir()], (
+        "a failed install leaves nothing behind"
+    )
 
 
 def test_export_and_import_carry_the_cache(fake_matrix, fake_cache, tmp_path):
@@ -65,5 +71,8 @@ def test_export_and_import_carry_the_cache(fake_matrix, fake_cache, tmp_path):
 def test_an_arm_that_fails_to_install_names_the_arm_and_pip(tmp_path):
     arm = matrix.Arm("ghost", "mlx-lm", matrix.ArmSource("pypi", "mlx-lm==0.0.999"), "stock")
     rt = matrix.Runtime("mlx-lm", "mlx_lm", "mlx-lm")
-    with pytest.raises(arms.ArmError, match=r"^arm ghost: installing mlx-lm==0.0.999 failed: ERROR: .*mlx-lm==0.0.999"):
+    with pytest.raises(
+        arms.ArmError,
+        match=r"^arm ghost: installing mlx-lm==0.0.999 failed: ERROR: .*mlx-lm==0.0.999",
+    ):
         arms.materialise(arm, rt, tmp_path)

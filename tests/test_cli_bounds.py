@@ -42,7 +42,10 @@ CASES = [
         ["run", "--matrix", FAKE_MATRIX, "--shard", "1/30000000", "--out", "{d}/o1"],
         "30000000 shards for",
     ),
-    (["run", "--matrix", FAKE_MATRIX, "--backend", "gpu", "--out", "{d}/o2"], "invalid choice: 'gpu'"),
+    (
+        ["run", "--matrix", FAKE_MATRIX, "--backend", "gpu", "--out", "{d}/o2"],
+        "invalid choice: 'gpu'",
+    ),
     (
         [
             "plan",

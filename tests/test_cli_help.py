@@ -37,7 +37,8 @@ def test_plan_footer_counts_the_selection_and_estimates_time(fake_matrix, fake_c
     assert proc.returncode == 0, proc.stderr
     footer = proc.stdout.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"2 cases selected \(1 argued-not-measured\), 1 modules, 1 arms; estimated \d+:\d\d on one worker, from the cost table",
+        r"2 cases selected \(1 argued-not-measured\), 1 modules, 1 arms; estimated \d+:\d\d on "
+        r"one worker, from the cost table",
         footer,
     ), footer
 

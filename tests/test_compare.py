@@ -1,4 +1,5 @@
-"""mlagate compare: verdict changes between two runs on the fake runtime, figure deltas judged by their intervals."""
+"""mlagate compare: verdict changes between two runs on the fake runtime, figure deltas judged by
+their intervals."""
 
 import json
 
@@ -104,7 +105,9 @@ def test_two_commits_of_a_history(tmp_path, run_cli):
 
     hist = tmp_path / "history"
     for commit, verdict in (("c1", "pass"), ("c2", "fail")):
-        src = write_results(tmp_path / commit, [dict(_row(verdict, "pass"), schema="mlagate.result/1")])
+        src = write_results(
+            tmp_path / commit, [dict(_row(verdict, "pass"), schema="mlagate.result/1")]
+        )
         report_build.build([src], tmp_path / f"html-{commit}", history=hist, commit=commit)
     proc = run_cli("compare", "c1", "c2", "--history", hist)
     assert proc.returncode == 1, proc.stdout + proc.stderr

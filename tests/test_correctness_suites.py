@@ -31,7 +31,9 @@ def verdicts(tmp_path_factory):
 
 def test_threshold_catches_an_off_by_one_and_passes_the_exact_formula(verdicts):
     bad = verdicts[("threshold", "fake/offbyone", "fake-stock")]
-    assert bad["verdict"] == "fail" and "took absorbed, the formula says materialised" in bad["reason"]
+    assert (
+        bad["verdict"] == "fail" and "took absorbed, the formula says materialised" in bad["reason"]
+    )
     assert verdicts[("threshold", "fake/fixed", "fake-stock")]["verdict"] == "pass"
     assert verdicts[("threshold", "fake/good", "fake-patched")]["verdict"] == "pass"
     assert verdicts[("threshold", "fake/good", "fake-stock")]["verdict"] == "fail"
@@ -43,25 +45,39 @@ def test_dispatch_catches_guards_that_disagree_with_where(verdicts):
     assert split["metrics"]["first_wrong"]["L"] == 2 and split["metrics"]["first_wrong"]["T"] == 16
     assert "the query fold and the output unfold disagree" in split["reason"]
     stock = verdicts[("dispatch", "fake/good", "fake-stock")]
-    assert stock["verdict"] == "fail" and stock["reason"].startswith("first wrong choice at L=2 T=16: took materialised")
+    assert stock["verdict"] == "fail" and stock["reason"].startswith(
+        "first wrong choice at L=2 T=16: took materialised"
+    )
     assert verdicts[("dispatch", "fake/good", "fake-patched")]["verdict"] == "pass"
 
 
 def test_l1_unchanged_catches_one_ulp_and_passes_a_true_fix(verdicts):
     nudged = verdicts[("l1_unchanged", "fake/good", "fake-nudged")]
-    assert nudged["verdict"] == "fail" and "L = 1 output differs from fake-stock at element" in nudged["reason"]
+    assert (
+        nudged["verdict"] == "fail"
+        and "L = 1 output differs from fake-stock at element" in nudged["reason"]
+    )
     assert verdicts[("l1_unchanged", "fake/good", "fake-patched")]["verdict"] == "pass"
-    assert ("l1_unchanged", "fake/fixed", "fake-stock") not in verdicts, "only arms with a baseline run l1_unchanged"
+    assert ("l1_unchanged", "fake/fixed", "fake-stock") not in verdicts, (
+        "only arms with a baseline run l1_unchanged"
+    )
 
 
 def test_equivalence_catches_a_slightly_wrong_path(verdicts):
     skewed = verdicts[("equivalence", "fake/skewed", "fake-stock")]
-    assert skewed["verdict"] == "fail" and "float32/none/L=2: absorbed p99 error" in skewed["reason"]
+    assert (
+        skewed["verdict"] == "fail" and "float32/none/L=2: absorbed p99 error" in skewed["reason"]
+    )
     fixed = verdicts[("equivalence", "fake/fixed", "fake-stock")]
     assert fixed["verdict"] == "pass"
-    assert set(fixed["metrics"]["errors_ulps"]) == {f"{d}/{q}/L={L}" for d in ("float32", "bfloat16") for q in ("none", "q4g64") for L in (2, 8)}
+    assert set(fixed["metrics"]["errors_ulps"]) == {
+        f"{d}/{q}/L={L}" for d in ("float32", "bfloat16") for q in ("none", "q4g64") for L in (2, 8)
+    }
 
 
 def test_equivalence_marks_a_label_the_counters_deny_invalid(verdicts):
     liar = verdicts[("equivalence", "fake/liar", "fake-stock")]
-    assert liar["verdict"] == "invalid" and "forced absorbed but the counters saw split" in liar["reason"]
+    assert (
+        liar["verdict"] == "invalid"
+        and "forced absorbed but the counters saw split" in liar["reason"]
+    )

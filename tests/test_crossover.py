@@ -5,7 +5,9 @@ import pytest
 from mlagate import crossover
 
 
-@pytest.mark.parametrize(("rnv", "table"), [((512, 128, 128), 170), ((512, 192, 256), 398), ((512, 256, 256), 512)])
+@pytest.mark.parametrize(
+    ("rnv", "table"), [((512, 128, 128), 170), ((512, 192, 256), 398), ((512, 256, 256), 512)]
+)
 def test_reproduces_design_table(rnv, table):
     assert crossover.table_threshold(*rnv) == table
 
@@ -13,7 +15,9 @@ def test_reproduces_design_table(rnv, table):
 def test_integer_limit_is_a_supremum():
     assert crossover.limit(512, 256, 256) == 512
     assert crossover.max_absorbed_queries(512, 256, 256) == 511
-    assert max(crossover.max_absorbed_queries(512, 256, 256, T) for T in (10**3, 10**6, 10**12)) == 511
+    assert (
+        max(crossover.max_absorbed_queries(512, 256, 256, T) for T in (10**3, 10**6, 10**12)) == 511
+    )
 
 
 @pytest.mark.parametrize("rnv", [(512, 128, 128), (512, 192, 256), (256, 64, 128), (64, 16, 16)])

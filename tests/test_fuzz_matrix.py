@@ -1,6 +1,7 @@
 """Fuzzing the matrix reader: seeded variants of the shipped matrix.yaml in-process, a sample
 through the CLI, and property-based inputs (Hypothesis). Each must be a one-line error (exit 2
-through the CLI), never a traceback, a hang or an internal repr; a broken matrix is never accepted."""
+through the CLI), never a traceback, a hang or an internal repr; a broken matrix is never
+accepted."""
 
 import collections
 import os

@@ -27,7 +27,8 @@ pytestmark = [
 
 PERF_WARN = {"MLAGATE_PERF_HEALTH": "warn"}
 FORK_MESSAGE = "gate not run: pull request from a fork"
-DEFECT_ARM = """  fake-unfixed:  # planted defect: the unpatched tree (L == 1 guards) as a patched arm
+# planted defect: the unpatched tree (L == 1 guards) as a patched arm
+DEFECT_ARM = """  fake-unfixed:
     runtime: fakemla  # runtime
     path: fakemla-tree  # source tree
     role: patched  # role
@@ -94,7 +95,11 @@ def test_a_pull_request_on_clean_main_is_green(gate_repo, tmp_path):
         "gate": "success",
     }, run.log[-3000:]
     summary = run.summary("gate")
-    assert "## mlagate gate" in summary and "**gate green: 2 as expected" in summary and "2 passed, 0 failed, 0 invalid" in summary, summary
+    assert (
+        "## mlagate gate" in summary
+        and "**gate green: 2 as expected" in summary
+        and "2 passed, 0 failed, 0 invalid" in summary
+    ), summary
     doc = report(run, tmp_path / "report")
     assert verdicts(doc) == {
         CASE_DISPATCH.format(arm="fake-patched"): "pass",
@@ -117,9 +122,9 @@ def test_a_pull_request_adding_a_defective_arm_is_red_and_named(gate_repo, tmp_p
     assert run.jobs["plan"] == "success" and run.jobs["gate"] == "failure", run.jobs
     assert run.jobs["correctness"] == "failure", "the shard that ran the failing case fails"
     bad = CASE_DISPATCH.format(arm="fake-unfixed")
-    assert re.search(r"^regression +fail +dispatch +fake/good +fake-unfixed ", run.summary("gate"), re.M), (
-        run.summary("gate")
-    )
+    assert re.search(
+        r"^regression +fail +dispatch +fake/good +fake-unfixed ", run.summary("gate"), re.M
+    ), run.summary("gate")
     found = verdicts(report(run, tmp_path / "report"))
     assert found[bad] == "fail" and found[CASE_DISPATCH.format(arm="fake-patched")] == "pass", found
 
@@ -175,7 +180,9 @@ def test_a_shard_job_that_dies_leaves_its_cases_missing(gate_repo, tmp_path):
     assert run.jobs["correctness"] == "failure" and run.jobs["performance"] == "success", run.jobs
     assert run.jobs["gate"] == "failure", run.jobs
     lost = CASE_DISPATCH.format(arm="fake-patched")
-    assert re.search(rf"^missing +linux-cpu::{re.escape(lost)}", run.summary("gate"), re.M), run.summary("gate")
+    assert re.search(rf"^missing +linux-cpu::{re.escape(lost)}", run.summary("gate"), re.M), (
+        run.summary("gate")
+    )
     doc = report(run, tmp_path / "report")
     assert verdicts(doc) == {CASE_COST.format(arm="fake-patched"): "pass"}
     assert any(lost in str(m) for m in doc["merge"]["missing"]), doc["merge"]

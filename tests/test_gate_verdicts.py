@@ -32,7 +32,9 @@ EXTRA_ARMS = """  fake-raising:  # planted: the fix, but the absorbed branch rai
     role: stock  # role
 """
 EXPECTATIONS = """expectations:  # known findings
-  - {suite: threshold, module: fake/fixed, arm: fake-stock, verdict: fail, reason: "planted: said to fail, but passes"}  # a finding that got fixed
+  # a finding that got fixed
+  - {suite: threshold, module: fake/fixed, arm: fake-stock, verdict: fail,
+     reason: "planted: said to fail, but passes"}
 """
 
 
@@ -47,15 +49,31 @@ def _matrix(tmp_path, text: str):
 
 
 def _gate_matrix(tmp_path):
-    text = BASE.replace("geometries:  # geometries\n", EXTRA_ARMS + "geometries:  # geometries\n", 1)
-    text = text.replace("""    geometries: [tiny]  # geometries
+    text = BASE.replace(
+        "geometries:  # geometries\n", EXTRA_ARMS + "geometries:  # geometries\n", 1
+    )
+    text = text.replace(
+        """    geometries: [tiny]  # geometries
     arms: [fake-stock]  # only the unpatched tree
-  fake/offbyone:""", """    geometries: [tiny]  # geometries
+  fake/offbyone:""",
+        """    geometries: [tiny]  # geometries
     arms: [fake-stock, fake-raising]  # the correct module, and the planted raise
-  fake/offbyone:""", 1)
-    text = text.replace("suites:  # the issue-3 suites with the shipped gates\n", "suites:  # suites\n  probes:  # probes\n"
-                        "    kind: correctness  # kind\n    gates: {widths: [1, 2, 4], forced_width: 2}  # gates\n", 1)
-    text = text.replace("runners:  # runners\n", EXPECTATIONS + "runners:  # runners\n  mac:  # declares Metal\n    backend: metal  # not this machine's\n", 1)
+  fake/offbyone:""",
+        1,
+    )
+    text = text.replace(
+        "suites:  # the issue-3 suites with the shipped gates\n",
+        "suites:  # suites\n  probes:  # probes\n"
+        "    kind: correctness  # kind\n    gates: {widths: [1, 2, 4], forced_width: 2}  # gates\n",
+        1,
+    )
+    text = text.replace(
+        "runners:  # runners\n",
+        EXPECTATIONS
+        + "runners:  # runners\n  mac:  # declares Metal\n    backend: metal  # not this "
+        "machine's\n",
+        1,
+    )
     assert text.count("fake-raising") >= 2 and "expectations:" in text
     return _matrix(tmp_path, text)
 
@@ -65,11 +83,28 @@ def gate_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gate")
     m = _gate_matrix(tmp)
     out = tmp / "out"
-    args = ["run", "--matrix", m, "--out", out, "-n", "2", "--module", "fake/fixed", "--module", "fake/good", "--module", "fake/skewed"]
+    args = [
+        "run",
+        "--matrix",
+        m,
+        "--out",
+        out,
+        "-n",
+        "2",
+        "--module",
+        "fake/fixed",
+        "--module",
+        "fake/good",
+        "--module",
+        "fake/skewed",
+    ]
     for suite in ("threshold", "dispatch", "equivalence", "probes"):
         args += ["--suite", suite]
     proc = cli(*args, cache=tmp / "cache")
-    rows = {(r["suite"], r["module"], r["arm"]): r for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))}
+    rows = {
+        (r["suite"], r["module"], r["arm"]): r
+        for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))
+    }
     return proc, rows, m, tmp
 
 
@@ -81,10 +116,16 @@ def test_each_outcome_and_the_red_gate(gate_run):
     assert out[("threshold", "fake/good", "fake-fixed-control")] == "lost control"
     assert rows[("threshold", "fake/good", "fake-fixed-control")]["control"] is True
     assert out[("threshold", "fake/fixed", "fake-stock")] == "fixed"
-    assert out[("threshold", "fake/good", "fake-stock")] == "as expected"  # the control fails, as it must
+    assert (
+        out[("threshold", "fake/good", "fake-stock")] == "as expected"
+    )  # the control fails, as it must
     assert rows[("threshold", "fake/good", "fake-stock")]["verdict"] == "fail"
     assert out[("threshold", "fake/good", "fake-patched")] == "as expected"
-    assert "gate: red:" in proc.stdout and "regression" in proc.stdout and "lost control" in proc.stdout
+    assert (
+        "gate: red:" in proc.stdout
+        and "regression" in proc.stdout
+        and "lost control" in proc.stdout
+    )
     assert "controls: " in proc.stdout
 
 
@@ -101,7 +142,9 @@ def test_a_runtime_that_raises_is_a_fail_with_its_location(gate_run, suite):
 
 
 def _equivalence_budget_problems():
-    spec = importlib.util.spec_from_file_location("equivalence_suite", ROOT / "suites" / "correctness" / "test_equivalence.py")
+    spec = importlib.util.spec_from_file_location(
+        "equivalence_suite", ROOT / "suites" / "correctness" / "test_equivalence.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.budget_problems
@@ -117,15 +160,31 @@ def test_skewed_fails_the_cpu_and_metal_budgets_and_passes_cudas(gate_run):
     for backend, fails in (("cpu", True), ("metal", True), ("cuda", False)):
         found = []
         for dq in ("float32/none", "float32/q4g64"):
-            per_l = {int(k.rsplit("=", 1)[1]): v for k, v in table.items() if k.startswith(dq + "/")}
+            per_l = {
+                int(k.rsplit("=", 1)[1]): v for k, v in table.items() if k.startswith(dq + "/")
+            }
             found += judge(dq, per_l, budgets["float32"][backend])
         assert bool(found) == fails, (backend, found)
 
 
 def test_a_declared_backend_the_worker_does_not_run_is_invalid(gate_run, tmp_path):
     _, _, m, tmp = gate_run
-    proc = cli("run", "--matrix", m, "--runner", "mac", "--suite", "probes", "--module", "fake/fixed", "--arm", "fake-stock",
-               "--out", tmp_path / "out", cache=tmp / "cache")
+    proc = cli(
+        "run",
+        "--matrix",
+        m,
+        "--runner",
+        "mac",
+        "--suite",
+        "probes",
+        "--module",
+        "fake/fixed",
+        "--arm",
+        "fake-stock",
+        "--out",
+        tmp_path / "out",
+        cache=tmp / "cache",
+    )
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     row = json.loads(next((tmp_path / "out" / "results").glob("*.json")).read_text())
     assert row["verdict"] == "invalid" and row["backend"] == "metal"
@@ -139,17 +198,24 @@ def test_backend_and_runner_must_agree(gate_run, tmp_path):
     assert "--backend cuda: runner mac declares backend metal" in proc.stderr
 
 
-@pytest.mark.parametrize("edit, message", [
-    ("sampels: 21", "suites.l1_parity.gates.sampels: unknown key"),
-    ("samples: 1", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
-    ("samples: 20", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
-    ("tolerance: -0.1", "suites.l1_parity.gates.tolerance: expected a number > 0"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ("sampels: 21", "suites.l1_parity.gates.sampels: unknown key"),
+        ("samples: 1", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
+        ("samples: 20", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
+        ("tolerance: -0.1", "suites.l1_parity.gates.tolerance: expected a number > 0"),
+    ],
+)
 def test_a_bad_gate_is_a_one_line_error(tmp_path, edit, message):
     shipped = (ROOT / "matrix.yaml").read_text()
     key = edit.split(":")[0]
-    line = next(ln for ln in shipped.splitlines() if ln.strip().startswith(("samples: 21", "tolerance: 0.02")) and
-                (key in ln or key == "sampels" and "samples: 21" in ln))
+    line = next(
+        ln
+        for ln in shipped.splitlines()
+        if ln.strip().startswith(("samples: 21", "tolerance: 0.02"))
+        and (key in ln or key == "sampels" and "samples: 21" in ln)
+    )
     bad = tmp_path / "matrix.yaml"
     bad.write_text(shipped.replace(line, "      " + edit + "  # planted", 1))
     shutil.copytree(ROOT / "patches", tmp_path / "patches")
@@ -161,7 +227,9 @@ def test_a_bad_gate_is_a_one_line_error(tmp_path, edit, message):
 
 
 def test_outcome_of_each_verdict_and_expectation():
-    row = lambda verdict, expected, control=False: {"verdict": verdict, "expected": expected, "control": control}  # noqa: E731
+    def row(verdict, expected, control=False):
+        return {"verdict": verdict, "expected": expected, "control": control}
+
     assert outcomes.outcome(row("pass", "pass")) == "as expected"
     assert outcomes.outcome(row("fail", "fail", True)) == "as expected"
     assert outcomes.outcome(row("fail", "pass")) == "regression"
@@ -169,18 +237,33 @@ def test_outcome_of_each_verdict_and_expectation():
     assert outcomes.outcome(row("pass", "fail")) == "fixed"
     assert outcomes.outcome(row("invalid", "pass")) == "invalid"
     assert outcomes.outcome(row("argued", "argued")) == "as expected"
-    assert outcomes.exit_code(outcomes.counts([row("pass", "pass"), row("fail", "fail", True)])) == 0
+    assert (
+        outcomes.exit_code(outcomes.counts([row("pass", "pass"), row("fail", "fail", True)])) == 0
+    )
     assert outcomes.exit_code(outcomes.counts([row("pass", "fail")])) == 1
     assert outcomes.exit_code(outcomes.counts([row("invalid", "pass")])) == 3
     assert outcomes.exit_code(outcomes.counts([], missing=1)) == 3
 
 
-@pytest.mark.parametrize("suite, old, new, message", [
-    ("pool_equivalence", "beyond_topk: [16, 19, 48, 50]", "beyond_topk: [16, 48]",
-     "suites.pool_equivalence.gates: beyond_topk gives cache lengths [32, 64]: both aligned and misaligned ones are needed for kpool 4"),
-    ("trim_after_rejection", "beyond_topk: [16, 19]", "beyond_topk: [16]",
-     "suites.trim_after_rejection.gates: the grid (beyond_topk, widths) holds only window-crossing rejections for kpool 4"),
-])
+@pytest.mark.parametrize(
+    "suite, old, new, message",
+    [
+        (
+            "pool_equivalence",
+            "beyond_topk: [16, 19, 48, 50]",
+            "beyond_topk: [16, 48]",
+            "suites.pool_equivalence.gates: beyond_topk gives cache lengths [32, 64]: both "
+            "aligned and misaligned ones are needed for kpool 4",
+        ),
+        (
+            "trim_after_rejection",
+            "beyond_topk: [16, 19]",
+            "beyond_topk: [16]",
+            "suites.trim_after_rejection.gates: the grid (beyond_topk, widths) holds only "
+            "window-crossing rejections for kpool 4",
+        ),
+    ],
+)
 def test_a_grid_that_cannot_cover_the_pools_is_refused_at_plan_time(suite, old, new, message):
     shipped = (ROOT / "matrix.yaml").read_text()
     assert old in shipped
@@ -191,7 +274,11 @@ def test_a_grid_that_cannot_cover_the_pools_is_refused_at_plan_time(suite, old, 
 
 def test_an_unknown_runner_is_a_one_line_error():
     proc = cli("plan", "--runner", "nope")
-    assert proc.returncode == 2 and "--runner: unknown runner label 'nope'" in proc.stderr and proc.stderr.count("\n") == 1
+    assert (
+        proc.returncode == 2
+        and "--runner: unknown runner label 'nope'" in proc.stderr
+        and proc.stderr.count("\n") == 1
+    )
 
 
 BROKEN_SUITE = '''"""A suite whose own code raises: a harness fault, never the runtime's."""
@@ -211,11 +298,31 @@ def test_an_exception_in_suite_code_is_invalid_not_a_fail(tmp_path):
     head = "\nsuites:  # suites\n"
     text = (FIXTURES / "fake-matrix.yaml").read_text()
     assert head in text
-    (tmp_path / "m.yaml").write_text(text.replace(head, head + "  broken:  # planted\n    kind: correctness\n    file: test_broken.py\n", 1))
-    proc = cli("run", "--matrix", tmp_path / "m.yaml", "--suite", "broken", "--module", "fake/good", "--out", tmp_path / "out",
-               cache=tmp_path / "cache")
+    (tmp_path / "m.yaml").write_text(
+        text.replace(
+            head,
+            head + "  broken:  # planted\n    kind: correctness\n    file: test_broken.py\n",
+            1,
+        )
+    )
+    proc = cli(
+        "run",
+        "--matrix",
+        tmp_path / "m.yaml",
+        "--suite",
+        "broken",
+        "--module",
+        "fake/good",
+        "--out",
+        tmp_path / "out",
+        cache=tmp_path / "cache",
+    )
     rows = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*.json")]
     measured = [r for r in rows if r["evidence"] == "synthetic"]
     assert proc.returncode == 3 and measured, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert all(r["verdict"] == "invalid" and "harness error (mlagate or the suite, not the runtime): KeyError" in r["reason"]
-               and "test_broken.py:" in r["reason"] for r in measured), [r["reason"] for r in measured]
+    assert all(
+        r["verdict"] == "invalid"
+        and "harness error (mlagate or the suite, not the runtime): KeyError" in r["reason"]
+        and "test_broken.py:" in r["reason"]
+        for r in measured
+    ), [r["reason"] for r in measured]

@@ -87,8 +87,10 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
     )
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr == (
-        f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not in {head_matrix}: "
-        "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, model, args and geometries\n"
+        f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not "
+        f"in {head_matrix}: "
+        "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, "
+        "model, args and geometries\n"
     )
 
 
@@ -99,7 +101,8 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
         (["--base", "main"], "--base goes with --head"),
         (
             ["--head", "{repo}", "--base", "no-such-branch"],
-            "--head {repo}: git merge-base HEAD no-such-branch: fatal: Not a valid object name no-such-branch",
+            "--head {repo}: git merge-base HEAD no-such-branch: fatal: Not a valid object name "
+            "no-such-branch",
         ),
         (
             ["--head", "{repo}", "--arm", "x"],

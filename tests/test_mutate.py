@@ -1,4 +1,5 @@
-"""mlagate mutate: operators found with ast, mutant arms through the cache, the kill matrix on the fake runtime."""
+"""mlagate mutate: operators found with ast, mutant arms through the cache, the kill matrix on the
+fake runtime."""
 
 import json
 import shutil
@@ -35,8 +36,9 @@ def test_operators_find_the_dispatch_by_ast(tmp_path):
     ids = {m.id for m in mutants}
     assert "revert_fold: absorbed -> L == 1 @ fakemla/models/good.py::GoodAttention.__call__" in ids
     assert (
-        "wrong_axis: L == 1 or use_absorbed(L, self.r, self.n, self.v, lat.shape[-2]) -> x.shape[0] == 1 or use_absorbed(x.shape[0], self.r, self.n, self.v, lat.shape[-2]) @ fakemla/models/good.py::GoodAttention.__call__"
-        in ids
+        "wrong_axis: L == 1 or use_absorbed(L, self.r, self.n, self.v, lat.shape[-2]) -> "
+        "x.shape[0] == 1 or use_absorbed(x.shape[0], self.r, self.n, self.v, lat.shape[-2]) @ "
+        "fakemla/models/good.py::GoodAttention.__call__" in ids
     )
     helper = [m for m in mutants if m.file == "fakemla/models/base.py"]
     assert {m.operator for m in helper} == {"boundary", "off_by_one"} and all(
@@ -87,20 +89,26 @@ def test_drop_cache_replaces_the_cache_length_with_none(tmp_path):
     (site / "rt" / "__init__.py").write_text("")
     (site / "rt" / "models" / "__init__.py").write_text("")
     (site / "rt" / "models" / "mla.py").write_text(
-        "def max_absorbed_queries(r, n, v, cache_len=None):\n    return 1 if cache_len is None else 2\n"
+        "def max_absorbed_queries(r, n, v, cache_len=None):\n    return 1 if cache_len is None "
+        "else 2\n"
     )
     (site / "rt" / "models" / "m.py").write_text(
-        "from .mla import max_absorbed_queries\n\n\nclass A:\n    def __call__(self, x, cache=None):\n        B, L, _ = x.shape\n"
+        "from .mla import max_absorbed_queries\n\n\nclass A:\n    def __call__(self, x, "
+        "cache=None):\n        B, L, _ = x.shape\n"
         "        absorbed = L == 1 or L <= max_absorbed_queries(*self.dims, latent(x))\n"
-        "        if absorbed:\n            q = self.embed_q(x)\n        else:\n            q = self.embed_q(x, transpose=False)\n"
+        "        if absorbed:\n            q = self.embed_q(x)\n        else:\n            q = "
+        "self.embed_q(x, transpose=False)\n"
         "        if absorbed:\n            q = self.unembed_out(q)\n        return q\n"
     )
     mutants = operators.generate(
         "a", site, "rt/m", "rt.models.m", "A", ["drop_cache", "wrong_axis"]
     )
     assert [m.id for m in mutants] == [
-        "wrong_axis: L == 1 or L <= max_absorbed_queries(*self.dims, latent(x)) -> x.shape[0] == 1 or x.shape[0] <= max_absorbed_queries(*self.dims, latent(x)) @ rt/models/m.py::A.__call__",
-        "drop_cache: max_absorbed_queries(*self.dims, latent(x)) -> max_absorbed_queries(*self.dims, None) @ rt/models/m.py::A.__call__",
+        "wrong_axis: L == 1 or L <= max_absorbed_queries(*self.dims, latent(x)) -> x.shape[0] == "
+        "1 or x.shape[0] <= max_absorbed_queries(*self.dims, latent(x)) @ "
+        "rt/models/m.py::A.__call__",
+        "drop_cache: max_absorbed_queries(*self.dims, latent(x)) -> "
+        "max_absorbed_queries(*self.dims, None) @ rt/models/m.py::A.__call__",
     ]
 
 
@@ -266,7 +274,8 @@ def test_fake_kill_matrix_has_every_status(fake_run):
     # argued equivalent in the fixture matrix, never run
     eq = by[("fake-patched", "L == 1", "L <= 1")]
     assert eq["status"] == "equivalent" and "L >= 1" in eq["reason"] and "mutant_arm" not in eq
-    # killed: always absorbed, so cold caches do not materialise; l1_unchanged (cheaper) runs first and passes
+    # killed: always absorbed, so cold caches do not materialise; l1_unchanged (cheaper) runs first
+    # and passes
     assert by[("fake-patched", "L == 1", "L >= 1")]["killed_by"] == ["dispatch"]
     assert by[("fake-patched", EXACT, EXACT.replace("<", "=="))]["status"] == "killed"
     # survived: < to <= differs only at exact ties, which neither suite here reaches
@@ -387,7 +396,9 @@ def test_a_bad_kill_matrix_is_a_one_line_usage_error(tmp_path):
     bad = tmp_path / "kill.json"
     bad.write_text("{}")
     proc = cli("report", FIXTURES / "fake-matrix.yaml", "--mutation", bad, "--out", tmp_path / "r")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "kill.json" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "kill.json" in proc.stderr, (
+        proc.stderr
+    )
 
 
 def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):
@@ -400,7 +411,8 @@ def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):
         "        topk_indices = self.indexer(x)\n"
         "        if L == 1:\n            idx = topk_indices[:, :, 0]\n"
         "        if L == 1:\n            other = 3\n"
-        "        if L == 1:\n            q = self.embed_q(x)\n        else:\n            q = self.embed_q(x, transpose=False)\n"
+        "        if L == 1:\n            q = self.embed_q(x)\n        else:\n            q = "
+        "self.embed_q(x, transpose=False)\n"
         "        if L == 1:\n            q = self.unembed_out(q)\n        return q\n"
     )
     (site / "rt" / "models" / "m.py").write_text(body)
@@ -409,8 +421,8 @@ def test_topk_widen_only_touches_a_single_query_gather_of_a_selection(tmp_path):
         "topk_widen: L == 1 -> L <= topk_indices.shape[-1] @ rt/models/m.py::A.__call__"
     ]
     assert (
-        "-        if L == 1:\n+        if L <= topk_indices.shape[-1]:\n             idx = topk_indices"
-        in mutants[0].patch
+        "-        if L == 1:\n+        if L <= topk_indices.shape[-1]:\n             idx = "
+        "topk_indices" in mutants[0].patch
     )
     (site / "rt" / "models" / "m.py").write_text(body.replace("topk_indices", "chosen"))
     assert (

@@ -22,8 +22,24 @@ def perf(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("perf")
     cache = tmp_path_factory.mktemp("cache")
-    proc = cli("run", "--matrix", MATRIX, "--module", "fake/good", "--suite", "marginal_cost", "--suite", "l1_parity", "--out", out, cache=cache)
-    rows = {(r["suite"], r["arm"]): r for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))}
+    proc = cli(
+        "run",
+        "--matrix",
+        MATRIX,
+        "--module",
+        "fake/good",
+        "--suite",
+        "marginal_cost",
+        "--suite",
+        "l1_parity",
+        "--out",
+        out,
+        cache=cache,
+    )
+    rows = {
+        (r["suite"], r["arm"]): r
+        for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))
+    }
     return proc, rows, cache
 
 
@@ -39,7 +55,10 @@ def test_a_materialising_arm_fails_the_marginal_cost_gate(perf):
     _, rows, _ = perf
     stock = rows[("marginal_cost", "fake-stock")]
     assert stock["verdict"] == "fail" and "decode steps" in stock["reason"]
-    assert stock["metrics"]["gate"]["relative_marginal"] > 1.5 and stock["metrics"]["growth"]["ratio"] > 2
+    assert (
+        stock["metrics"]["gate"]["relative_marginal"] > 1.5
+        and stock["metrics"]["growth"]["ratio"] > 2
+    )
 
 
 def test_every_timed_row_carries_its_path_proof(perf):
@@ -52,8 +71,13 @@ def test_every_timed_row_carries_its_path_proof(perf):
         assert timed, r["case_id"]
         for series in timed:
             for row in series.values():
-                assert row["path"] in ("absorbed", "materialised") and len(row["seconds"]) == samples[r["suite"]]
-    stock = [o["timed"] for o in rows[("marginal_cost", "fake-stock")]["counters"] if "timed" in o][0]
+                assert (
+                    row["path"] in ("absorbed", "materialised")
+                    and len(row["seconds"]) == samples[r["suite"]]
+                )
+    stock = [o["timed"] for o in rows[("marginal_cost", "fake-stock")]["counters"] if "timed" in o][
+        0
+    ]
     assert (stock["L=1"]["path"], stock["L=2"]["path"]) == ("absorbed", "materialised")
 
 
@@ -61,12 +85,32 @@ def test_performance_suites_refuse_xdist(perf, tmp_path):
     _, _, cache = perf
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider", str(ROOT / "suites" / "performance" / "test_l1_parity.py"),
-         "--mlagate-matrix", str(MATRIX), "--mlagate-out", str(out), "--mlagate-cache", str(cache), "--mlagate-module", "fake/good"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "suites" / "performance" / "test_l1_parity.py"),
+            "--mlagate-matrix",
+            str(MATRIX),
+            "--mlagate-out",
+            str(out),
+            "--mlagate-cache",
+            str(cache),
+            "--mlagate-module",
+            "fake/good",
+        ],
+        capture_output=True,
+        text=True,
     )
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
-    assert rows and all(r["verdict"] == "invalid" and "never run under xdist" in r["reason"] for r in rows), proc.stdout[-2000:]
+    assert rows and all(
+        r["verdict"] == "invalid" and "never run under xdist" in r["reason"] for r in rows
+    ), proc.stdout[-2000:]
 
 
 def test_short_steps_repeat_within_a_sample(perf):
@@ -76,7 +120,9 @@ def test_short_steps_repeat_within_a_sample(perf):
         for label, row in o.get("timed", {}).items():
             loops.setdefault(label, []).append(row["loops"])
     assert max(loops["L=1"]) > 1, "a decode step far shorter than sample_min_s is repeated"
-    assert max(loops["L=1"]) >= max(loops["L=2"]), "the slower materialised step needs fewer repeats"
+    assert max(loops["L=1"]) >= max(loops["L=2"]), (
+        "the slower materialised step needs fewer repeats"
+    )
 
 
 def test_calibrated_loops():
@@ -91,7 +137,9 @@ def test_calibrated_loops():
 def test_timed_workers_run_pinned_to_one_cpu(perf):
     _, rows, _ = perf
     want = str(max(os.sched_getaffinity(0)))
-    assert {r["fingerprint"]["cpus"] for r in rows.values()} == {want}, "--cpu auto: every worker on the highest CPU allowed"
+    assert {r["fingerprint"]["cpus"] for r in rows.values()} == {want}, (
+        "--cpu auto: every worker on the highest CPU allowed"
+    )
 
 
 def test_an_even_sample_count_is_refused_before_anything_runs(tmp_path, perf):
@@ -99,11 +147,29 @@ def test_an_even_sample_count_is_refused_before_anything_runs(tmp_path, perf):
 
     _, _, cache = perf
     for name in ("fakemla-tree", "fake-fix.patch", "fake-slow.patch"):
-        (shutil.copytree if (FIXTURES / name).is_dir() else shutil.copy)(FIXTURES / name, tmp_path / name)
+        (shutil.copytree if (FIXTURES / name).is_dir() else shutil.copy)(
+            FIXTURES / name, tmp_path / name
+        )
     matrix = tmp_path / "fake-perf.yaml"
     text = MATRIX.read_text()
     assert "samples: 21, confidence" in text
     matrix.write_text(text.replace("samples: 21, confidence", "samples: 20, confidence"))
-    proc = cli("run", "--matrix", matrix, "--module", "fake/good", "--suite", "l1_parity", "--arm", "fake-patched", "--out", tmp_path / "out", cache=cache)
-    assert proc.returncode == 2 and "suites.l1_parity.gates.samples: expected an odd integer >= 9" in proc.stderr, proc.stderr
+    proc = cli(
+        "run",
+        "--matrix",
+        matrix,
+        "--module",
+        "fake/good",
+        "--suite",
+        "l1_parity",
+        "--arm",
+        "fake-patched",
+        "--out",
+        tmp_path / "out",
+        cache=cache,
+    )
+    assert (
+        proc.returncode == 2
+        and "suites.l1_parity.gates.samples: expected an odd integer >= 9" in proc.stderr
+    ), proc.stderr
     assert not (tmp_path / "out" / "results").exists()

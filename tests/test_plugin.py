@@ -7,7 +7,7 @@ import pytest
 
 from .conftest import FIXTURES
 
-SUITE = '''
+SUITE = """
 import pytest
 from mlagate.harness.plugin import Invalid
 
@@ -20,7 +20,7 @@ def test_suite(mla):
     if mla.module.id == "fake/liar":
         raise Invalid("planted invalid")
     assert mla.module.id != "fake/opaque", "planted failure"
-'''
+"""
 
 
 @pytest.fixture
@@ -34,11 +34,25 @@ def suite_dir(pytester, tmp_path):
 
 def test_outcomes_map_to_verdicts_and_results_are_written(suite_dir, tmp_path):
     out = tmp_path / "out"
-    result = suite_dir.runpytest_subprocess("--mlagate-matrix", "matrix.yaml", "--mlagate-out", str(out), "--mlagate-cache", str(tmp_path / "cache"))
+    result = suite_dir.runpytest_subprocess(
+        "--mlagate-matrix",
+        "matrix.yaml",
+        "--mlagate-out",
+        str(out),
+        "--mlagate-cache",
+        str(tmp_path / "cache"),
+    )
     result.assert_outcomes(passed=5, failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*mlagate verdicts*", "*5 passed, 1 failed, 1 invalid, 1 argued-not-measured*"])
-    rows = {r["module"] + "|" + r["verdict"]: r for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))}
-    assert {"fake/good|pass", "fake/opaque|fail", "fake/liar|invalid", "fake/good|argued"} <= set(rows)
+    result.stdout.fnmatch_lines(
+        ["*mlagate verdicts*", "*5 passed, 1 failed, 1 invalid, 1 argued-not-measured*"]
+    )
+    rows = {
+        r["module"] + "|" + r["verdict"]: r
+        for r in (json.loads(p.read_text()) for p in (out / "results").glob("*.json"))
+    }
+    assert {"fake/good|pass", "fake/opaque|fail", "fake/liar|invalid", "fake/good|argued"} <= set(
+        rows
+    )
     assert rows["fake/opaque|fail"]["reason"].startswith("planted failure")
     assert rows["fake/liar|invalid"]["reason"] == "Invalid: planted invalid"
     assert rows["fake/good|pass"]["metrics"]["path"] == "materialised"
@@ -47,7 +61,16 @@ def test_outcomes_map_to_verdicts_and_results_are_written(suite_dir, tmp_path):
 
 def test_under_xdist_every_case_is_written_once(suite_dir, tmp_path):
     out = tmp_path / "out"
-    result = suite_dir.runpytest_subprocess("-n", "2", "--mlagate-matrix", "matrix.yaml", "--mlagate-out", str(out), "--mlagate-cache", str(tmp_path / "cache"))
+    result = suite_dir.runpytest_subprocess(
+        "-n",
+        "2",
+        "--mlagate-matrix",
+        "matrix.yaml",
+        "--mlagate-out",
+        str(out),
+        "--mlagate-cache",
+        str(tmp_path / "cache"),
+    )
     result.assert_outcomes(passed=5, failed=1, skipped=2)
     assert len(list((out / "results").glob("*.json"))) == 8
 

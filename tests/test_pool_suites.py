@@ -32,7 +32,9 @@ def run(tmp_path_factory):
 def test_the_correct_pooled_module_passes_all_three(run):
     verdicts, _ = run
     for suite in SUITES:
-        assert verdicts[(suite, "fake/pooled")]["verdict"] == "pass", verdicts[(suite, "fake/pooled")]["reason"]
+        assert verdicts[(suite, "fake/pooled")]["verdict"] == "pass", verdicts[
+            (suite, "fake/pooled")
+        ]["reason"]
     good = verdicts[("trim_after_rejection", "fake/pooled")]["metrics"]
     assert good["rollback"] == "trim_prompt_cache"
     assert good["rejections"]["crossing_a_window"] and good["rejections"]["inside_the_open_window"]
@@ -44,11 +46,20 @@ def test_pool_equivalence_catches_a_wide_step_that_repools_from_a_wrong_offset(r
     bad = verdicts[("pool_equivalence", "fake/wrongoffset")]
     assert bad["verdict"] == "fail"
     rows = bad["metrics"]["cases"]
-    assert all(v["state_max_ulps"] == 0 for k, v in rows.items() if k.startswith("T=16,")), "aligned caches pool from the right offset"
+    assert all(v["state_max_ulps"] == 0 for k, v in rows.items() if k.startswith("T=16,")), (
+        "aligned caches pool from the right offset"
+    )
     assert any(v["state_max_ulps"] > 64 for k, v in rows.items() if k.startswith("T=18,"))
     rep = bad["metrics"]["reproducers"][0]
-    assert rep["T"] == 18 and not rep["aligned"] and rep["module"] == "fake/wrongoffset" and rep["seed"] == 1
-    assert verdicts[("pool_equivalence", "fake/stalepool")]["verdict"] == "pass", "no trim happens in a wide step"
+    assert (
+        rep["T"] == 18
+        and not rep["aligned"]
+        and rep["module"] == "fake/wrongoffset"
+        and rep["seed"] == 1
+    )
+    assert verdicts[("pool_equivalence", "fake/stalepool")]["verdict"] == "pass", (
+        "no trim happens in a wide step"
+    )
 
 
 def test_trim_after_rejection_catches_a_stale_pool_only_where_a_window_is_uncompleted(run):
@@ -56,7 +67,11 @@ def test_trim_after_rejection_catches_a_stale_pool_only_where_a_window_is_uncomp
     bad = verdicts[("trim_after_rejection", "fake/stalepool")]
     assert bad["verdict"] == "fail" and "(crosses a window)" in bad["reason"]
     rows = bad["metrics"]["cases"].values()
-    assert all(r["topk_mismatches"] == 0 and r["state_max_ulps"] == 0 for r in rows if not r["crosses_window"])
+    assert all(
+        r["topk_mismatches"] == 0 and r["state_max_ulps"] == 0
+        for r in rows
+        if not r["crosses_window"]
+    )
     assert all(r["state_max_ulps"] > 64 for r in rows if r["crosses_window"])
     assert all(r["crosses_window"] for r in bad["metrics"]["reproducers"])
 
@@ -67,7 +82,9 @@ def test_trim_after_rejection_and_the_transaction_catch_a_trim_that_keeps_one_to
         bad = verdicts[(suite, "fake/keepone")]
         assert bad["verdict"] == "fail", suite
         assert "selected indices differ" in bad["reason"] or "offset" in bad["reason"]
-    assert len(verdicts[("trim_after_rejection", "fake/keepone")]["metrics"]["reproducers"]) == 6, "every rejection leaves a token behind"
+    assert len(verdicts[("trim_after_rejection", "fake/keepone")]["metrics"]["reproducers"]) == 6, (
+        "every rejection leaves a token behind"
+    )
 
 
 def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproducer(run):
@@ -78,8 +95,14 @@ def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproduc
         rep = bad["metrics"]["reproducers"][0]
         assert {"arm", "module", "geometry", "seed", "T", "rounds", "replay"} <= set(rep)
         assert f"--module {module} " in bad["replay"]
-        assert f"mlagate run --suite speculative_transaction --module {module} --arm fakepool-stock" in stdout
-    assert "first failing script (6 in all): geometry=tinypool seed=2 S=4 k=1 T=16 crosses_window=True" in stdout
+        assert (
+            f"mlagate run --suite speculative_transaction --module {module} --arm fakepool-stock"
+            in stdout
+        )
+    assert (
+        "first failing script (6 in all): geometry=tinypool seed=2 S=4 k=1 T=16 crosses_window=True"
+        in stdout
+    )
 
 
 def test_budgets_are_per_backend_or_one_number():
@@ -97,12 +120,27 @@ def test_a_transaction_run_whose_drafts_were_all_accepted_is_invalid(tmp_path):
     the suite cannot vouch for it (invalid, not a pass)."""
     shutil.copytree(FIXTURES / "fakepool-tree", tmp_path / "fakepool-tree")
     matrix = tmp_path / "fake-pools.yaml"
-    planted = MATRIX.read_text().replace("widths: [3, 4, 8], rounds: 6, seeds: [3, 4]", "widths: [1], rounds: 2, seeds: [0]")
+    planted = MATRIX.read_text().replace(
+        "widths: [3, 4, 8], rounds: 6, seeds: [3, 4]", "widths: [1], rounds: 2, seeds: [0]"
+    )
     assert planted != MATRIX.read_text()
     matrix.write_text(planted)
     out = tmp_path / "out"
-    proc = cli("run", "--matrix", matrix, "--suite", "speculative_transaction", "--module", "fake/pooled", "--out", out, cache=tmp_path / "cache")
+    proc = cli(
+        "run",
+        "--matrix",
+        matrix,
+        "--suite",
+        "speculative_transaction",
+        "--module",
+        "fake/pooled",
+        "--out",
+        out,
+        cache=tmp_path / "cache",
+    )
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
-    assert len(rows) == 1 and rows[0]["verdict"] == "invalid", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(rows) == 1 and rows[0]["verdict"] == "invalid", (
+        proc.stdout[-2000:] + proc.stderr[-2000:]
+    )
     assert "no verify step rejected a token" in rows[0]["reason"]
     assert all(r["j"] == r["L"] for r in rows[0]["metrics"]["rounds"]["seed=0"])

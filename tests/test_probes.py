@@ -49,7 +49,11 @@ class B:
 
 @pytest.mark.parametrize(
     ("source", "expected"),
-    [(STOCK, [(True, "L == 1"), (True, "L == 1")]), (INVERTED, [(False, "L > 1"), (True, "not (L > 1)")]), (DECISION, [(True, "absorbed"), (True, "absorbed")])],
+    [
+        (STOCK, [(True, "L == 1"), (True, "L == 1")]),
+        (INVERTED, [(False, "L > 1"), (True, "not (L > 1)")]),
+        (DECISION, [(True, "absorbed"), (True, "absorbed")]),
+    ],
     ids=["stock", "inverted", "one-decision"],
 )
 def test_guards_are_located_with_their_polarity(source, expected):
@@ -58,15 +62,24 @@ def test_guards_are_located_with_their_polarity(source, expected):
 
 
 def test_other_classes_and_unrelated_ifs_are_left_alone():
-    text = DECISION + "\nclass C:\n    def f(self):\n        if L == 1:\n            return self.other(x)\n"
+    text = (
+        DECISION
+        + "\nclass C:\n    def f(self):\n        if L == 1:\n            return self.other(x)\n"
+    )
     assert probes.find_guards(text, "C") == []
     assert len(probes.find_guards(text, "B")) == 1
 
 
 @pytest.mark.parametrize(
     ("ops", "path"),
-    [(["fold", "unfold"], "absorbed"), (["fold", "unfold", "fold", "unfold"], "absorbed"), (["expand_k", "expand_v"], "materialised"),
-     (["fold", "expand_k", "unfold"], "split"), (["expand_k", "expand_v", "unfold"], "split"), (["fold"], "split")],
+    [
+        (["fold", "unfold"], "absorbed"),
+        (["fold", "unfold", "fold", "unfold"], "absorbed"),
+        (["expand_k", "expand_v"], "materialised"),
+        (["fold", "expand_k", "unfold"], "split"),
+        (["expand_k", "expand_v", "unfold"], "split"),
+        (["fold"], "split"),
+    ],
 )
 def test_classify_names_a_path_only_when_the_ops_agree(ops, path):
     assert probes.classify(ops) == path

@@ -1,4 +1,5 @@
-"""Against the real arms installed from PyPI (mlx-lm 0.32.2 stock and patched, mlx-vlm 0.6.17 and 0.7.10)."""
+"""Against the real arms installed from PyPI (mlx-lm 0.32.2 stock and patched, mlx-vlm 0.6.17 and
+0.7.10)."""
 
 import json
 import shutil
@@ -40,20 +41,33 @@ def test_removing_a_module_from_the_matrix_fails_the_plan_naming_it(tmp_path, ru
     start = text.index("  mlx-vlm/hy_v4:")
     end = text.index("\ncheckpoints:")
     text = text[:start] + text[end:]
-    text = "\n".join(line for line in text.splitlines() if "module: mlx-vlm/hy_v4," not in line)  # its known findings go with it
+    text = "\n".join(
+        line for line in text.splitlines() if "module: mlx-vlm/hy_v4," not in line
+    )  # its known findings go with it
     (tmp_path / "matrix.yaml").write_text(text)
     proc = run_cli("plan", cwd=tmp_path, cache=real_cache)
     assert proc.returncode == 1
-    assert "arm mlx-vlm-0.7.10 holds MLA modules" in proc.stderr and "mlx_vlm.models.hy_v4.language:HyV4Attention" in proc.stderr
+    assert (
+        "arm mlx-vlm-0.7.10 holds MLA modules" in proc.stderr
+        and "mlx_vlm.models.hy_v4.language:HyV4Attention" in proc.stderr
+    )
 
 
 def test_probes_show_the_real_path_of_every_module_in_every_arm(probes_run):
     proc, rows = probes_run
     synthetic = {k: r for k, r in rows.items() if r["evidence"] == "synthetic"}
-    assert len(synthetic) == sum(len(m.geometries) * len(SHIPPED.arms_for(m)) for m in SHIPPED.modules.values())
+    assert len(synthetic) == sum(
+        len(m.geometries) * len(SHIPPED.arms_for(m)) for m in SHIPPED.modules.values()
+    )
     for (module, arm, _), r in synthetic.items():
-        if (module, arm) == ("mlx-lm/mistral4", "mlx-lm-0.32.2"):  # a known finding: its absorbed branch raises at L = 2
-            assert r["verdict"] == "fail" and "forced absorbed at L=2 T=64: the runtime raised" in r["reason"], r["reason"]
+        if (module, arm) == (
+            "mlx-lm/mistral4",
+            "mlx-lm-0.32.2",
+        ):  # a known finding: its absorbed branch raises at L = 2
+            assert (
+                r["verdict"] == "fail"
+                and "forced absorbed at L=2 T=64: the runtime raised" in r["reason"]
+            ), r["reason"]
             assert "at mlx_lm/models/mistral4.py:" in r["reason"] and r["expected"] == "fail"
             continue
         assert r["verdict"] == "pass", (module, arm, r["reason"])
@@ -72,12 +86,35 @@ def test_checkpoint_rows_are_argued_not_measured(probes_run):
     assert argued and all(r["verdict"] == "argued" and r["counters"] == [] for r in argued)
 
 
-def test_trim_after_rejection_finds_the_stale_pool_of_glm5_next_in_0_6_17_only(tmp_path, run_cli, real_cache):
-    proc = run_cli("run", "--suite", "trim_after_rejection", "--module", "mlx-vlm/glm5_next", "--out", tmp_path, cwd=ROOT, cache=real_cache)
-    rows = {r["arm"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")) if r["evidence"] == "synthetic"}
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # 0.6.17's failure is a known finding: as expected
+def test_trim_after_rejection_finds_the_stale_pool_of_glm5_next_in_0_6_17_only(
+    tmp_path, run_cli, real_cache
+):
+    proc = run_cli(
+        "run",
+        "--suite",
+        "trim_after_rejection",
+        "--module",
+        "mlx-vlm/glm5_next",
+        "--out",
+        tmp_path,
+        cwd=ROOT,
+        cache=real_cache,
+    )
+    rows = {
+        r["arm"]: r
+        for r in (json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json"))
+        if r["evidence"] == "synthetic"
+    }
+    assert proc.returncode == 0, (
+        proc.stdout + proc.stderr
+    )  # 0.6.17's failure is a known finding: as expected
     old, new = rows["mlx-vlm-0.6.17"], rows["mlx-vlm-0.7.10"]
-    assert old["verdict"] == "fail" and "ValueError: [argmax] Cannot argmax reduce zero size array" in old["reason"]
+    assert (
+        old["verdict"] == "fail"
+        and "ValueError: [argmax] Cannot argmax reduce zero size array" in old["reason"]
+    )
     cases = old["metrics"]["cases"].values()
-    assert all(c["error"] for c in cases if c["crosses_window"]) and not any(c["error"] for c in cases if not c["crosses_window"])
+    assert all(c["error"] for c in cases if c["crosses_window"]) and not any(
+        c["error"] for c in cases if not c["crosses_window"]
+    )
     assert new["verdict"] == "pass" and new["metrics"]["rollback"] == "transaction"

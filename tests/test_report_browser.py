@@ -26,7 +26,9 @@ def _find(env: str, name: str) -> str | None:
     """$env when set (it must exist), else the program on PATH or in /usr/bin."""
     if os.environ.get(env):
         return os.environ[env] if Path(os.environ[env]).exists() else None
-    return next((p for p in (shutil.which(name), f"/usr/bin/{name}") if p and Path(p).exists()), None)
+    return next(
+        (p for p in (shutil.which(name), f"/usr/bin/{name}") if p and Path(p).exists()), None
+    )
 
 
 CHROMIUM = _find("MLAGATE_CHROMIUM", "chromium")
@@ -43,7 +45,10 @@ def _missing() -> str | None:
     except ImportError as exc:
         return f"{exc.name} is not installed (pip install -e '.[test]')"
     if not CHROMIUM or not DRIVER:
-        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver; .ci/run does it)"
+        return (
+            "Debian's chromium and chromium-driver are not installed (apt-get install chromium "
+            "chromium-driver; .ci/run does it)"
+        )
     return None
 
 
@@ -59,8 +64,16 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,2400",
-                "--force-device-scale-factor=1", "--hide-scrollbars", "--force-color-profile=srgb"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,2400",
+        "--force-device-scale-factor=1",
+        "--hide-scrollbars",
+        "--force-color-profile=srgb",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
@@ -92,8 +105,11 @@ def shots_dir(tmp_path: Path) -> Path:
 def test_console_collection_catches_a_broken_page(browser, tmp_path):
     """The console check can fail: a planted script error and a missing image are reported."""
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body><img src="missing.png">'
-                    '<script>throw new Error("planted")</script></body></html>')
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body><img '
+        'src="missing.png">'
+        '<script>throw new Error("planted")</script></body></html>'
+    )
     logs = open_page(browser, page)
     text = " ".join(e["message"] for e in logs)
     assert "planted" in text and "missing.png" in text and all(e["level"] == "SEVERE" for e in logs)
@@ -112,7 +128,12 @@ def test_reference_report_in_chromium(browser, tmp_path):
     assert {c.get_attribute("data-verdict") for c in chips} == {"pass", "fail", "invalid", "argued"}
     figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
     assert len(figures) == len(outcome.plots)
-    assert {f.get_attribute("data-plot") for f in figures} == {"marginal", "crossover", "equivalence", "throughput"}
+    assert {f.get_attribute("data-plot") for f in figures} == {
+        "marginal",
+        "crossover",
+        "equivalence",
+        "throughput",
+    }
     for f in figures:
         svg = f.find_element(By.TAG_NAME, "svg")
         assert svg.size["width"] >= 400 and svg.size["height"] >= 150, f.get_attribute("id")
@@ -120,7 +141,10 @@ def test_reference_report_in_chromium(browser, tmp_path):
         assert drawn, f"{f.get_attribute('id')}: nothing drawn"
     problems = browser.find_elements(By.CSS_SELECTOR, "#problems tr.problem")
     assert len(problems) == outcome.merged["counts"]["fail"] + outcome.merged["counts"]["invalid"]
-    assert all(p.find_element(By.CSS_SELECTOR, "code.replay").text.startswith("mlagate run") for p in problems)
+    assert all(
+        p.find_element(By.CSS_SELECTOR, "code.replay").text.startswith("mlagate run")
+        for p in problems
+    )
     assert browser.find_element(By.ID, "fingerprint").is_displayed()
 
     # the top of the page: verdict counts and the matrix
@@ -128,7 +152,10 @@ def test_reference_report_in_chromium(browser, tmp_path):
     top = browser.get_screenshot_as_png()
     (shots_dir(tmp_path) / "report-top.png").write_bytes(top)
     img, colours = pixels(top)
-    assert img.size == tuple(browser.execute_script("return [window.innerWidth, window.innerHeight]")) and img.size[1] > 1500
+    assert (
+        img.size == tuple(browser.execute_script("return [window.innerWidth, window.innerHeight]"))
+        and img.size[1] > 1500
+    )
     counts = dict((c, n) for n, c in colours)
     assert len(colours) > 50  # text, chips and rules, not a blank page
     assert sum(n for n, c in colours if c != (255, 255, 255)) > 0.05 * img.size[0] * img.size[1]
@@ -155,29 +182,35 @@ def test_markup_in_a_module_name_is_text_in_the_dom(browser, tmp_path):
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
     assert browser.execute_script("return [...document.scripts].map(s => s.id)") == ["copy-script"]
-    assert browser.execute_script("return document.querySelectorAll('#verdict-matrix b').length") == 0
+    assert (
+        browser.execute_script("return document.querySelectorAll('#verdict-matrix b').length") == 0
+    )
     cells = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix tbody th")
     assert {c.text for c in cells} == {MARKUP}
     assert MARKUP in browser.find_element(By.CSS_SELECTOR, "#problems .reason").text
 
 
 def _rgb(css: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+    return tuple(float(x) for x in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
 
 
 def contrast(fg: str, bg: str) -> float:
     """WCAG 2 contrast ratio of two CSS rgb() colours."""
+
     def lum(c):
         ch = [v / 255 for v in _rgb(c)]
         ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
         return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+
     hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
     return (hi + 0.05) / (lo + 0.05)
 
 
 def test_contrast_ratio_can_fail():
     assert contrast("rgb(255, 255, 255)", "rgb(0, 0, 0)") == 21
-    assert contrast("rgb(255, 255, 255)", "rgb(240, 194, 75)") < 4.5  # white on the invalid yellow would be unreadable
+    assert (
+        contrast("rgb(255, 255, 255)", "rgb(240, 194, 75)") < 4.5
+    )  # white on the invalid yellow would be unreadable
 
 
 def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
@@ -189,22 +222,34 @@ def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
         browser.set_window_size(width, 1600)
         assert open_page(browser, tmp_path / "html/index.html") == []
         inner = browser.execute_script("return window.innerWidth")
-        assert browser.execute_script("return document.documentElement.scrollWidth") <= inner, f"the page overflows at {width} px"
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= inner, (
+            f"the page overflows at {width} px"
+        )
         boxes = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix .matrix-box")
         assert {b.get_attribute("data-kind") for b in boxes} == {"correctness", "performance"}
         for box in boxes:
             right = browser.execute_script("return arguments[0].getBoundingClientRect().right", box)
             assert right <= inner, f"a matrix box leaves the page at {width} px"
             if width == 1400:
-                fits = browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", box)
-                assert fits, f"the {box.get_attribute('data-kind')} matrix does not fit its box at 1400 px"
+                fits = browser.execute_script(
+                    "return arguments[0].scrollWidth <= arguments[0].clientWidth", box
+                )
+                assert fits, (
+                    f"the {box.get_attribute('data-kind')} matrix does not fit its box at 1400 px"
+                )
         browser.execute_script("window.scrollTo(0, 0)")
         (shots_dir(tmp_path) / f"report-{width}.png").write_bytes(browser.get_screenshot_as_png())
     rows = browser.find_elements(By.CSS_SELECTOR, "#problems tr.problem")
     assert rows
     for row in rows:
-        assert row.find_element(By.CSS_SELECTOR, "code.replay").text == replays[row.get_attribute("id")]
-        assert row.find_element(By.CSS_SELECTOR, "button.copy").get_attribute("data-copy") == replays[row.get_attribute("id")]
+        assert (
+            row.find_element(By.CSS_SELECTOR, "code.replay").text
+            == replays[row.get_attribute("id")]
+        )
+        assert (
+            row.find_element(By.CSS_SELECTOR, "button.copy").get_attribute("data-copy")
+            == replays[row.get_attribute("id")]
+        )
     symbols = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
     chips = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix a.chip")
     assert chips and all(c.text == symbols[c.get_attribute("data-verdict")] for c in chips)
@@ -212,7 +257,10 @@ def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
         v = badge.get_attribute("data-verdict")
         assert badge.text == f"{symbols[v]} {report.VERDICT_WORD[v]}"
     legend = browser.find_element(By.ID, "legend").text
-    assert all(f"{symbols[v]} {w}" in legend for v, w in (("pass", "pass"), ("fail", "fail"), ("invalid", "invalid")))
+    assert all(
+        f"{symbols[v]} {w}" in legend
+        for v, w in (("pass", "pass"), ("fail", "fail"), ("invalid", "invalid"))
+    )
     for v in symbols:
         chip = browser.find_element(By.CSS_SELECTOR, f"#cases span.chip.v-{v}")
         fg, bg = (chip.value_of_css_property(p) for p in ("color", "background-color"))
@@ -222,17 +270,30 @@ def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
 def test_a_correctness_only_report_has_no_empty_plot_boxes(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    rows = [r for src in REFERENCE for r in merged_doc.load_source(src) if Catalogue.shipped().kind(r["suite"]) == "correctness"]
-    report_build.build([write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness")
+    rows = [
+        r
+        for src in REFERENCE
+        for r in merged_doc.load_source(src)
+        if Catalogue.shipped().kind(r["suite"]) == "correctness"
+    ]
+    report_build.build(
+        [write_results(tmp_path / "run", rows)], tmp_path / "html", commit="correctness"
+    )
     assert open_page(browser, tmp_path / "html/index.html") == []
     figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
-    assert figures and {f.get_attribute("data-plot") for f in figures} == {"equivalence"}, "only the plots with data"
-    assert not browser.find_elements(By.CSS_SELECTOR, ".no-data, #plots-marginal, #plots-throughput")
+    assert figures and {f.get_attribute("data-plot") for f in figures} == {"equivalence"}, (
+        "only the plots with data"
+    )
+    assert not browser.find_elements(
+        By.CSS_SELECTOR, ".no-data, #plots-marginal, #plots-throughput"
+    )
     boxes = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix .matrix-box")
     assert {b.get_attribute("data-kind") for b in boxes} == {"correctness"}
 
     probes = [r for r in rows if r["suite"] == "probes"]
-    report_build.build([write_results(tmp_path / "probes", probes)], tmp_path / "html2", commit="probes")
+    report_build.build(
+        [write_results(tmp_path / "probes", probes)], tmp_path / "html2", commit="probes"
+    )
     assert open_page(browser, tmp_path / "html2/index.html") == []
     assert browser.find_elements(By.CSS_SELECTOR, "figure.plot") == []
     assert browser.find_element(By.ID, "no-plots").is_displayed()

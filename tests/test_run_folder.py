@@ -98,7 +98,10 @@ def test_a_second_run_on_a_held_folder_refuses_and_the_first_keeps_its_results(
 
 def test_the_lock_is_dropped_when_its_holder_dies(tmp_path):
     out = tmp_path / "out"
-    code = f"from mlagate.gate import outdir; import time\nwith outdir.hold({str(out)!r}, ['holder']):\n    print('held', flush=True); time.sleep(60)"
+    code = (
+        f"from mlagate.gate import outdir; import time\nwith outdir.hold({str(out)!r}, "
+        "['holder']):\n    print('held', flush=True); time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     try:

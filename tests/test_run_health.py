@@ -1,4 +1,5 @@
-"""Performance runs start with the health check: warn on an unfit machine, refuse with --strict (exit 3)."""
+"""Performance runs start with the health check: warn on an unfit machine, refuse with --strict
+(exit 3)."""
 
 import argparse
 
@@ -65,7 +66,9 @@ def test_the_report_knows_the_kind_of_every_bundled_suite():
 
     matrix = load(bundled("matrix.yaml"))
     shipped = Catalogue.shipped()
-    assert {s: shipped.kind(s) for s in matrix.suites} == {s: matrix.suites[s].kind for s in matrix.suites}
+    assert {s: shipped.kind(s) for s in matrix.suites} == {
+        s: matrix.suites[s].kind for s in matrix.suites
+    }
 
 
 def test_a_run_records_machine_facts_at_its_start_and_end(

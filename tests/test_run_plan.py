@@ -9,7 +9,7 @@ import sys
 
 from .conftest import FAKE_MATRIX
 
-COUNTER = '''
+COUNTER = """
 import os
 if os.environ.get("MLAGATE_COUNT_FILE"):
     import mlagate.matrix as _m
@@ -24,19 +24,46 @@ if os.environ.get("MLAGATE_COUNT_FILE"):
 
     _m.parse = _counted("parse", _m.parse)
     _p.expand = _counted("expand", _p.expand)
-'''
+"""
 
 
 def test_one_run_parses_the_matrix_and_expands_the_cases_once(tmp_path):
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(COUNTER)
     count = tmp_path / "count.txt"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "hook"), "MLAGATE_COUNT_FILE": str(count), "MLAGATE_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "mlagate", "run", "--matrix", FAKE_MATRIX, "--suite", "probes", "-n", "2",
-                           "--out", tmp_path / "out"], capture_output=True, text=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path / "hook"),
+        "MLAGATE_COUNT_FILE": str(count),
+        "MLAGATE_CACHE": str(tmp_path / "cache"),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlagate",
+            "run",
+            "--matrix",
+            FAKE_MATRIX,
+            "--suite",
+            "probes",
+            "-n",
+            "2",
+            "--out",
+            tmp_path / "out",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     calls = count.read_text().split()
     names, pids = calls[0::2], set(calls[1::2])
-    assert names.count("parse") == 1 and names.count("expand") == 1 and len(pids) == 1, (calls, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert names.count("parse") == 1 and names.count("expand") == 1 and len(pids) == 1, (
+        calls,
+        proc.stdout[-2000:],
+        proc.stderr[-2000:],
+    )
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     results = list((tmp_path / "out" / "results").glob("*.json"))
     assert plan["schema"] == "mlagate.run-plan/1" and len(results) == len(plan["cases"]) > 0

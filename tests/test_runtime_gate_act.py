@@ -18,7 +18,8 @@ pytestmark = [
     pytest.mark.skipif(gha.unavailable() is not None, reason=str(gha.unavailable())),
 ]
 
-ACTION = "mlagate-test/mlagate@v1"  # a caller pins a commit; act maps this name to a copy of the checkout
+# a caller pins a commit; act maps this name to a copy of the checkout
+ACTION = "mlagate-test/mlagate@v1"
 CALLER = f"""name: mlagate
 on: pull_request
 permissions: {{}}

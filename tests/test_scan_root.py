@@ -1,4 +1,5 @@
-"""scan --root: finding paths resolve from the root (SARIF, annotations); each finding carries its fix."""
+"""scan --root: finding paths resolve from the root (SARIF, annotations); each finding carries its
+fix."""
 
 import json
 import shutil
@@ -81,8 +82,8 @@ def test_each_finding_carries_the_cache_aware_fix(repo):
     fixed = _apply(path.read_text(), first["fixes"][0])
     line = fixed.splitlines()[first["locations"][0]["physicalLocation"]["region"]["startLine"] - 1]
     assert (
-        line.strip()
-        == "if L == 1 or use_absorbed(L, (self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim), T):"
+        line.strip() == "if L == 1 or use_absorbed(L, (self.kv_lora_rank, self.qk_nope_head_dim, "
+        "self.v_head_dim), T):"
     )
     compile(fixed, str(path), "exec")  # the edited file still parses
 

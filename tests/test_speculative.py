@@ -23,9 +23,31 @@ PATCH = FIXTURES / "mlx-lm-verify-defect.patch"
 def _suite(matrix, out, cache, *extra):
     """The suite through pytest, serially, as `mlagate run` runs performance suites (no
     plan-level discovery: the fixture matrix registers one module of the arm's many)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
-    args = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "performance" / "test_speculative.py"), "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-            "--rootdir", str(ROOT / "suites"), "--mlagate-matrix", str(matrix), "--mlagate-out", str(out), "--mlagate-cache", str(cache), *extra]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
+    }
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "suites" / "performance" / "test_speculative.py"),
+        "-q",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(ROOT / "suites"),
+        "--mlagate-matrix",
+        str(matrix),
+        "--mlagate-out",
+        str(out),
+        "--mlagate-cache",
+        str(cache),
+        *extra,
+    ]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     return proc, rows
@@ -56,8 +78,19 @@ def test_token_identity_holds_on_the_stock_arm(defect_run):
     table = stock["metrics"]["rows"]
     assert {r["draft"] for r in table} == {"self", "perturbed"}
     for r in table:
-        assert {"context", "plain_tok_s", "spec_tok_s", "ratio", "verify_ms", "draft_tokens", "acceptance", "verdict"} <= set(r)
-        assert r["verify_path"] == "materialised", "stock mlx-lm 0.32.2 materialises every verify step (L == 1 guard)"
+        assert {
+            "context",
+            "plain_tok_s",
+            "spec_tok_s",
+            "ratio",
+            "verify_ms",
+            "draft_tokens",
+            "acceptance",
+            "verdict",
+        } <= set(r)
+        assert r["verify_path"] == "materialised", (
+            "stock mlx-lm 0.32.2 materialises every verify step (L == 1 guard)"
+        )
     assert next(r for r in table if r["draft"] == "self")["acceptance"] == 1.0
 
 
@@ -78,12 +111,20 @@ def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, r
     assert "cpu: 1.0," in text
     row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-verify-defect")
     assert row["verdict"] == "invalid" and "undecidable" in row["reason"], row["reason"]
-    assert row["metrics"]["token_identity"]["decisive"] == 0 < row["metrics"]["token_identity"]["count"]
+    assert (
+        row["metrics"]["token_identity"]["decisive"]
+        == 0
+        < row["metrics"]["token_identity"]["count"]
+    )
 
 
 @pytest.mark.arms
 def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, real_cache):
-    text = MATRIX.read_text().replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 384]}").replace("samples: {quick: 1}", "samples: {quick: 3}")
+    text = (
+        MATRIX.read_text()
+        .replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 384]}")
+        .replace("samples: {quick: 1}", "samples: {quick: 3}")
+    )
     text = text.replace("min_ratio_retained: 0.05", "min_ratio_retained: 0.9")
     assert "[32, 384]" in text and "0.9" in text
     row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
@@ -101,7 +142,10 @@ def test_one_context_cannot_decide_the_ratio_gate(tmp_path):
     shutil.copy(PATCH, tmp_path / PATCH.name)
     (tmp_path / "matrix.yaml").write_text(text)
     proc = cli("plan", "--matrix", tmp_path / "matrix.yaml")
-    assert proc.returncode == 2 and "suites.speculative.gates.contexts.quick: expected a list of at least 2" in proc.stderr, proc.stderr
+    assert (
+        proc.returncode == 2
+        and "suites.speculative.gates.contexts.quick: expected a list of at least 2" in proc.stderr
+    ), proc.stderr
 
 
 @pytest.mark.arms
@@ -109,7 +153,11 @@ def test_a_checkpoint_not_on_the_runner_is_argued(defect_run):
     _, rows = defect_run
     for arm in ("mlx-lm-0.32.2", "mlx-lm-verify-defect"):
         row = rows[(arm, "argued")]
-        assert row["verdict"] == "argued" and "argued-not-measured" in row["reason"] and row["checkpoint"] == "tiny-local"
+        assert (
+            row["verdict"] == "argued"
+            and "argued-not-measured" in row["reason"]
+            and row["checkpoint"] == "tiny-local"
+        )
 
 
 @pytest.mark.arms
@@ -117,7 +165,10 @@ def test_a_checkpoint_on_the_runner_is_run(defect_run, tmp_path, real_cache):
     _, rows = defect_run
     made = rows[("mlx-lm-0.32.2", "synthetic")]["metrics"]["checkpoints"]["target"]
     shutil.copy(PATCH, tmp_path / PATCH.name)
-    text = MATRIX.read_text().replace("runners: {}  # none here: argued-not-measured", f'runners: {{linux-cpu: "{made}"}}  # this runner holds it')
+    text = MATRIX.read_text().replace(
+        "runners: {}  # none here: argued-not-measured",
+        f'runners: {{linux-cpu: "{made}"}}  # this runner holds it',
+    )
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(text)
     _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
@@ -128,10 +179,15 @@ def test_a_checkpoint_on_the_runner_is_run(defect_run, tmp_path, real_cache):
 
 
 def test_flag_rounds_count_drafted_and_accepted_tokens():
-    # up to 3 drafts a round, 8 tokens: 3 drafted, all accepted, + 1 own; 3 drafted, 1 accepted, + 1 own;
+    # up to 3 drafts a round, 8 tokens: 3 drafted, all accepted, + 1 own; 3 drafted, 1 accepted, + 1
+    # own;
     # 2 left: 2 drafted, none accepted, + 1 own; 1 left: 1 drafted and accepted
     flags = [True, True, True, False, True, False, False, True]
-    assert _flag_rounds(flags, 8, 3) == {"drafted": 3 + 3 + 2 + 1, "accepted": 3 + 1 + 0 + 1, "rounds": 4}
+    assert _flag_rounds(flags, 8, 3) == {
+        "drafted": 3 + 3 + 2 + 1,
+        "accepted": 3 + 1 + 0 + 1,
+        "rounds": 4,
+    }
     with pytest.raises(RuntimeError):
         _flag_rounds([True, True, True, True], 8, 3)
 
@@ -165,18 +221,73 @@ def test_absent_packages_get_placeholders_that_refuse_to_run():
 def test_checkpoint_keys_name_the_recipe(tmp_path):
     from mlagate import checkpoints
 
-    base = checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0)
-    assert base.key == checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0).key
+    base = checkpoints.Synthetic(
+        "mlx-lm 0.32.2",
+        "mlx_lm.models.deepseek_v3",
+        "Model",
+        "ModelArgs",
+        {"num_hidden_layers": 2},
+        seed=0,
+    )
+    assert (
+        base.key
+        == checkpoints.Synthetic(
+            "mlx-lm 0.32.2",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 2},
+            seed=0,
+        ).key
+    )
     changed = [
-        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 3}, seed=0),
-        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=1),
-        checkpoints.Synthetic("mlx-lm 0.32.3", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, seed=0),
-        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, quant={"group_size": 64, "bits": 4}),
-        checkpoints.Synthetic("mlx-lm 0.32.2", "mlx_lm.models.deepseek_v3", "Model", "ModelArgs", {"num_hidden_layers": 2}, perturb={"seed": 7, "scale": 0.15}),
+        checkpoints.Synthetic(
+            "mlx-lm 0.32.2",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 3},
+            seed=0,
+        ),
+        checkpoints.Synthetic(
+            "mlx-lm 0.32.2",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 2},
+            seed=1,
+        ),
+        checkpoints.Synthetic(
+            "mlx-lm 0.32.3",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 2},
+            seed=0,
+        ),
+        checkpoints.Synthetic(
+            "mlx-lm 0.32.2",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 2},
+            quant={"group_size": 64, "bits": 4},
+        ),
+        checkpoints.Synthetic(
+            "mlx-lm 0.32.2",
+            "mlx_lm.models.deepseek_v3",
+            "Model",
+            "ModelArgs",
+            {"num_hidden_layers": 2},
+            perturb={"seed": 7, "scale": 0.15},
+        ),
     ]
     assert len({base.key, *(c.key for c in changed)}) == 1 + len(changed)
     assert base.folder(tmp_path) == tmp_path / "checkpoints" / base.key
-    assert checkpoints.tiny_config({"num_hidden_layers": 1, "first_k_dense_replace": 1}, 2) == {"num_hidden_layers": 2, "first_k_dense_replace": 2}
+    assert checkpoints.tiny_config({"num_hidden_layers": 1, "first_k_dense_replace": 1}, 2) == {
+        "num_hidden_layers": 2,
+        "first_k_dense_replace": 2,
+    }
     with pytest.raises(checkpoints.CheckpointError, match="layer count"):
         checkpoints.tiny_config({"hidden_size": 8}, 2)
     with pytest.raises(checkpoints.CheckpointError, match="holds no config.json"):

@@ -9,7 +9,10 @@ from mlagate import stats
 
 def _noisy(center, k, spread=0.02, seed=0):
     rng = random.Random(seed)
-    return [center * (1 + rng.uniform(-spread, spread)) + (center * 0.5 if rng.random() < 0.1 else 0) for _ in range(k)]
+    return [
+        center * (1 + rng.uniform(-spread, spread)) + (center * 0.5 if rng.random() < 0.1 else 0)
+        for _ in range(k)
+    ]
 
 
 def test_median_of_an_odd_count_is_a_sample():
@@ -44,7 +47,12 @@ def test_marginal_cost_slope_is_positive_for_a_materialising_signal_and_near_zer
 
 def test_relative_change_and_detectable_difference():
     assert stats.relative_change([1.0, 1.0, 1.0], [1.1, 1.1, 1.1]) == pytest.approx(0.1)
-    assert stats.detectable_difference([0.01, -0.02, 0.005, 0.03, -0.004, 0.0, 0.01, -0.01, 0.02, 0.015]) == 0.03
+    assert (
+        stats.detectable_difference(
+            [0.01, -0.02, 0.005, 0.03, -0.004, 0.0, 0.01, -0.01, 0.02, 0.015]
+        )
+        == 0.03
+    )
     with pytest.raises(ValueError):
         stats.detectable_difference([])
 
@@ -73,8 +81,13 @@ def test_detect_steps_is_quiet_without_a_step_and_ignores_a_spike():
 def test_detect_steps_needs_confirmation_after_the_step():
     assert stats.detect_steps([1.0] * 10 + [2.0]) == []  # the newest commit alone never flags
     assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 2)] == [10]
-    assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 10 + [1.0] * 10)] == [10, 20]
-    assert stats.detect_steps([0.0] * 8 + [3.0] * 8)[0]["change"] is None  # from zero: no relative change
+    assert [s["index"] for s in stats.detect_steps([1.0] * 10 + [2.0] * 10 + [1.0] * 10)] == [
+        10,
+        20,
+    ]
+    assert (
+        stats.detect_steps([0.0] * 8 + [3.0] * 8)[0]["change"] is None
+    )  # from zero: no relative change
 
 
 def test_retained_ci_on_synthetic_ratios():

@@ -7,7 +7,14 @@ import pytest
 from mlagate import arms, matrix
 from mlagate.harness.supervisor import WorkerError, WorkerPool, pinned_cpu
 
-CONFIG = {"vocab_size": 64, "hidden_size": 64, "num_attention_heads": 2, "kv_lora_rank": 64, "qk_nope_head_dim": 16, "v_head_dim": 16}
+CONFIG = {
+    "vocab_size": 64,
+    "hidden_size": 64,
+    "num_attention_heads": 2,
+    "kv_lora_rank": 64,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+}
 
 
 @pytest.fixture
@@ -20,8 +27,20 @@ def pool(fake_matrix, fake_cache, tmp_path):
 
 
 def _build(worker, module="unstable", cls="UnstableAttention"):
-    return worker.call("build", 60, key=module, **{"import": f"fakemla.models.{module}"}, model="Model", args="ModelArgs", attention=cls,
-                       config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 16, "v": 16})
+    return worker.call(
+        "build",
+        60,
+        key=module,
+        **{"import": f"fakemla.models.{module}"},
+        model="Model",
+        args="ModelArgs",
+        attention=cls,
+        config=CONFIG,
+        dtype="float32",
+        seed=0,
+        forced=False,
+        geometry={"heads": 2, "r": 64, "n": 16, "v": 16},
+    )
 
 
 def test_worker_reports_its_arm_and_environment(pool):
@@ -55,16 +74,34 @@ def test_a_hang_is_killed_with_its_whole_process_group(pool):
 
 def test_an_error_inside_the_arm_comes_back_on_the_channel(pool):
     w = pool.get("fake-stock")
-    with pytest.raises(WorkerError, match=r"build failed in fake-stock: ModuleNotFoundError: No module named 'fakemla.models.nothing'"):
+    with pytest.raises(
+        WorkerError,
+        match=r"build failed in fake-stock: ModuleNotFoundError: No module named "
+        r"'fakemla.models.nothing'",
+    ):
         _build(w, "nothing", "X")
     assert w.alive()
 
 
 def test_geometry_that_the_config_ignores_is_caught(pool):
     w = pool.get("fake-stock")
-    with pytest.raises(WorkerError, match=r"geometry not applied: embed_q \(2, 64, 16\) \(want \(2, 64, 32\)\)"):
-        w.call("build", 60, key="g", **{"import": "fakemla.models.good"}, model="Model", args="ModelArgs", attention="GoodAttention",
-               config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 32, "v": 16})
+    with pytest.raises(
+        WorkerError, match=r"geometry not applied: embed_q \(2, 64, 16\) \(want \(2, 64, 32\)\)"
+    ):
+        w.call(
+            "build",
+            60,
+            key="g",
+            **{"import": "fakemla.models.good"},
+            model="Model",
+            args="ModelArgs",
+            attention="GoodAttention",
+            config=CONFIG,
+            dtype="float32",
+            seed=0,
+            forced=False,
+            geometry={"heads": 2, "r": 64, "n": 32, "v": 16},
+        )
 
 
 def test_pinned_cpu_choices():
@@ -83,11 +120,16 @@ def test_a_pinned_worker_runs_on_its_cpu_only(fake_matrix, fake_cache, tmp_path)
     m = matrix.load(fake_matrix)
     inst = arms.materialise(m.arms["fake-stock"], m.runtimes["fakemla"], fake_cache)
     cpu = min(os.sched_getaffinity(0))
-    pinned, free = WorkerPool({"fake-stock": inst}, log_dir=tmp_path, cpu=cpu), WorkerPool({"fake-stock": inst}, log_dir=tmp_path)
+    pinned, free = (
+        WorkerPool({"fake-stock": inst}, log_dir=tmp_path, cpu=cpu),
+        WorkerPool({"fake-stock": inst}, log_dir=tmp_path),
+    )
     try:
         assert pinned.get("fake-stock").fingerprint["cpus"] == str(cpu)
         assert os.sched_getaffinity(pinned.get("fake-stock").proc.pid) == {cpu}
-        assert free.get("fake-stock").fingerprint["cpus"] == ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        assert free.get("fake-stock").fingerprint["cpus"] == ",".join(
+            map(str, sorted(os.sched_getaffinity(0)))
+        )
     finally:
         pinned.close()
         free.close()
@@ -96,5 +138,17 @@ def test_a_pinned_worker_runs_on_its_cpu_only(fake_matrix, fake_cache, tmp_path)
 def test_a_module_imported_from_outside_the_arm_is_refused(pool):
     w = pool.get("fake-stock")
     with pytest.raises(WorkerError, match=r"json was imported from .*, outside the arm "):
-        w.call("build", 60, key="outside", **{"import": "json"}, model="Model", args="ModelArgs", attention="X",
-               config=CONFIG, dtype="float32", seed=0, forced=False, geometry={"heads": 2, "r": 64, "n": 16, "v": 16})
+        w.call(
+            "build",
+            60,
+            key="outside",
+            **{"import": "json"},
+            model="Model",
+            args="ModelArgs",
+            attention="X",
+            config=CONFIG,
+            dtype="float32",
+            seed=0,
+            forced=False,
+            geometry={"heads": 2, "r": 64, "n": 16, "v": 16},
+        )

@@ -1,4 +1,5 @@
-"""What mlagate run shows on a terminal (a pseudo-terminal, rendered by the pyte emulator) and in CI."""
+"""What mlagate run shows on a terminal (a pseudo-terminal, rendered by the pyte emulator) and in
+CI."""
 
 import fcntl
 import os

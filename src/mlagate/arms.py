@@ -87,10 +87,23 @@ def _tree_digest(root: Path) -> str:
 
 
 def _pip(arm: str, args: list[str], what: str) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--quiet",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and not ln.startswith("WARNING")]
+        lines = [
+            ln.strip()
+            for ln in (proc.stderr + proc.stdout).splitlines()
+            if ln.strip() and not ln.startswith("WARNING")
+        ]
         errors = [ln for ln in lines if ln.startswith("ERROR") and "yanked" not in ln]
         msg = errors[-1] if errors else (lines[-1] if lines else f"pip exited {proc.returncode}")
         raise ArmError(arm, f"{what} failed: {msg}")
@@ -149,7 +162,8 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
 
 def readonly_roots() -> list[Path]:
     """Arm caches to use but never write ($MLAGATE_ARMS_READONLY, ':'-separated): on a runner,
-    the main branch's verified arms, read by pull-request jobs that install into a cache of their own."""
+    the main branch's verified arms, read by pull-request jobs that install into a cache of their
+    own."""
     return [Path(p) for p in os.environ.get("MLAGATE_ARMS_READONLY", "").split(os.pathsep) if p]
 
 
@@ -164,26 +178,52 @@ def verify_all(installs: dict[str, ArmInstall]) -> None:
         try:
             packs.verify(inst.dir)
         except packs.PackError as exc:
-            raise ArmError(inst.arm.id, f"{exc}; refusing to run it (reinstall: delete {inst.dir})") from None
+            raise ArmError(
+                inst.arm.id, f"{exc}; refusing to run it (reinstall: delete {inst.dir})"
+            ) from None
 
 
 def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
     site = staging / "site"
     site.mkdir()
     tree = Path(arm.source.spec)
-    if arm.source.kind == "path" and not any((tree / f).exists() for f in ("pyproject.toml", "setup.py")):
+    if arm.source.kind == "path" and not any(
+        (tree / f).exists() for f in ("pyproject.toml", "setup.py")
+    ):
         if not (tree / runtime.package).is_dir():
-            raise ArmError(arm.id, f"{tree} holds neither a project (pyproject.toml, setup.py) nor a {runtime.package}/ package")
-        shutil.copytree(tree / runtime.package, site / runtime.package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            raise ArmError(
+                arm.id,
+                f"{tree} holds neither a project (pyproject.toml, setup.py) nor a "
+                f"{runtime.package}/ package",
+            )
+        shutil.copytree(
+            tree / runtime.package,
+            site / runtime.package,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
     else:
-        _pip(arm.id, ["--no-deps", "--no-compile", "--target", str(site), _requirement(arm, runtime)], f"installing {arm.source.describe()}")
+        _pip(
+            arm.id,
+            ["--no-deps", "--no-compile", "--target", str(site), _requirement(arm, runtime)],
+            f"installing {arm.source.describe()}",
+        )
     if arm.needs:
-        _pip(arm.id, ["--no-compile", "--target", str(site), *arm.needs], f"installing needs {' '.join(arm.needs)}")
+        _pip(
+            arm.id,
+            ["--no-compile", "--target", str(site), *arm.needs],
+            f"installing needs {' '.join(arm.needs)}",
+        )
     if not (site / runtime.package).is_dir():
         raise ArmError(arm.id, f"the install holds no package {runtime.package}")
     for patch in arm.patches:
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(staging.parent)}
-        proc = subprocess.run(["git", "apply", "-p1", "--whitespace=nowarn", str(patch)], cwd=site, capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
+            cwd=site,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if proc.returncode != 0:
             first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
             raise ArmError(arm.id, f"patch {patch.name} does not apply: {first}")
@@ -191,7 +231,10 @@ def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
         "arm": arm.id,
         "runtime": runtime.id,
         "source": {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref},
-        "patches": [{"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in arm.patches],
+        "patches": [
+            {"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+            for p in arm.patches
+        ],
         "needs": list(arm.needs),
         "version": _version(site, runtime),
         "key": key,
@@ -205,28 +248,47 @@ def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
     return ArmInstall(arm, runtime, path.name, path, manifest["version"])
 
 
-def materialise_all(matrix: Matrix, only: list[str] | None = None, root: Path | None = None) -> dict[str, ArmInstall]:
+def materialise_all(
+    matrix: Matrix, only: list[str] | None = None, root: Path | None = None
+) -> dict[str, ArmInstall]:
     arms = [a for a in matrix.arms.values() if only is None or a.id in only]
     cached = Path(root) if root else cache_root()
     todo = [a.id for a in arms if not (cached / "arms" / arm_key(a) / "arm.json").is_file()]
     out = {}
     for a in arms:
-        if a.id not in todo or not sys.stderr.isatty():  # the notes are for a person waiting at a terminal
+        if (
+            a.id not in todo or not sys.stderr.isatty()
+        ):  # the notes are for a person waiting at a terminal
             out[a.id] = materialise(a, matrix.runtimes[a.runtime], root)
             continue
-        print(f"mlagate: installing arm {a.id} ({todo.index(a.id) + 1} of {len(todo)}): {a.source.describe()}", file=sys.stderr, flush=True)
+        print(
+            f"mlagate: installing arm {a.id} ({todo.index(a.id) + 1} of {len(todo)}): "
+            f"{a.source.describe()}",
+            file=sys.stderr,
+            flush=True,
+        )
         start = time.monotonic()
         out[a.id] = inst = materialise(a, matrix.runtimes[a.runtime], root)
         size = sum(p.stat().st_size for p in inst.dir.rglob("*") if p.is_file()) / 1e6
-        print(f"mlagate: installed arm {a.id} {inst.version} ({size:.0f} MB) in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"mlagate: installed arm {a.id} {inst.version} ({size:.0f} MB) in "
+            f"{time.monotonic() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 
 def export(installs: dict[str, ArmInstall], out: Path) -> Path:
-    """Pack materialised arms into one tar.gz, for runners without registry access (packs.PackError)."""
+    """Pack materialised arms into one tar.gz, for runners without registry access
+    (packs.PackError)."""
     return packs.export([inst.dir for inst in installs.values()], out)
 
 
-def import_cache(archive: Path, root: Path | None = None, limits: packs.Limits | None = None) -> list[str]:
+def import_cache(
+    archive: Path, root: Path | None = None, limits: packs.Limits | None = None
+) -> list[str]:
     """Unpack an exported arm cache, all or nothing (mlagate.packs); returns the keys it held."""
-    return packs.import_pack(archive, Path(root) if root else cache_root(), limits or packs.Limits())
+    return packs.import_pack(
+        archive, Path(root) if root else cache_root(), limits or packs.Limits()
+    )

@@ -38,14 +38,22 @@ def chosen(matrix: Matrix, runner: str | None, backend: str | None) -> tuple[str
     an unknown runner label is refused, then as resolve."""
     asked = runner or os.environ.get("MLAGATE_RUNNER")
     if asked and asked not in matrix.runners:
-        raise BackendError(f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})")
+        raise BackendError(
+            f"--runner: unknown runner label {asked!r} (matrix has {', '.join(matrix.runners)})"
+        )
     return resolve(matrix, asked, backend)
 
 
 def resolve(matrix: Matrix, runner: str | None, backend: str | None) -> tuple[str, str]:
     """(runner, backend) of a run: the runner's declared backend wins; --backend must agree."""
-    runner = runner or os.environ.get("MLAGATE_RUNNER") or default_runner(matrix, backend or default_backend())
+    runner = (
+        runner
+        or os.environ.get("MLAGATE_RUNNER")
+        or default_runner(matrix, backend or default_backend())
+    )
     declared = matrix.runners[runner].backend if runner in matrix.runners else None
     if declared and backend and backend != declared:
-        raise BackendError(f"--backend {backend}: runner {runner} declares backend {declared} in {matrix.path}")
+        raise BackendError(
+            f"--backend {backend}: runner {runner} declares backend {declared} in {matrix.path}"
+        )
     return runner, declared or backend or default_backend()

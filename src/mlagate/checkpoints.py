@@ -25,7 +25,8 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class Synthetic:
-    """What a synthetic checkpoint holds: the runtime classes, their config and the weights' recipe."""
+    """What a synthetic checkpoint holds: the runtime classes, their config and the weights'
+    recipe."""
 
     runtime: str  # runtime distribution and version that writes it, e.g. "mlx-lm 0.32.2"
     import_path: str
@@ -49,8 +50,15 @@ class Synthetic:
     def request(self, root: Path | None = None) -> dict:
         """The worker's write_checkpoint request."""
         return {
-            "path": str(self.folder(root)), "import": self.import_path, "model": self.model, "args": self.args,
-            "config": self.config, "seed": self.seed, "dtype": self.dtype, "quant": self.quant, "perturb": self.perturb,
+            "path": str(self.folder(root)),
+            "import": self.import_path,
+            "model": self.model,
+            "args": self.args,
+            "config": self.config,
+            "seed": self.seed,
+            "dtype": self.dtype,
+            "quant": self.quant,
+            "perturb": self.perturb,
         }
 
 
@@ -64,7 +72,9 @@ def tiny_config(config: dict, layers: int) -> dict:
             if "first_k_dense_replace" in out:
                 out["first_k_dense_replace"] = layers
             return out
-    raise CheckpointError("the module's config names no layer count (num_hidden_layers or num_layers)")
+    raise CheckpointError(
+        "the module's config names no layer count (num_hidden_layers or num_layers)"
+    )
 
 
 def real(path: str) -> Path:

@@ -20,18 +20,40 @@ from mlagate.report.merged import ReportError
 from mlagate.report.mutation import KillMatrixError
 
 VERBS = {
-    "plan": plan, "arms": arms, "scan": scan, "run": run, "merge": merge, "compare": compare,
-    "costs": costs, "health": health, "report": report, "mutate": mutate,
+    "plan": plan,
+    "arms": arms,
+    "scan": scan,
+    "run": run,
+    "merge": merge,
+    "compare": compare,
+    "costs": costs,
+    "health": health,
+    "report": report,
+    "mutate": mutate,
 }
 BAD_INPUT = (
-    outdir.FolderBusy, resume.ResumeError, preflight.PreflightError, packs.PackError, KillMatrixError,
-    MatrixError, UsageError, PlanError, headbase.HeadBaseError, arms_mod.ArmError, results.ResultError,
-    ReportError, shard.ShardError, merging.MergeError,
+    outdir.FolderBusy,
+    resume.ResumeError,
+    preflight.PreflightError,
+    packs.PackError,
+    KillMatrixError,
+    MatrixError,
+    UsageError,
+    PlanError,
+    headbase.HeadBaseError,
+    arms_mod.ArmError,
+    results.ResultError,
+    ReportError,
+    shard.ShardError,
+    merging.MergeError,
 )
 
 
 def parser() -> cargs.Parser:
-    ap = cargs.Parser(prog="mlagate", description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.")
+    ap = cargs.Parser(
+        prog="mlagate",
+        description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.",
+    )
     ap.add_argument("--version", action="version", version=f"mlagate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=cargs.Parser)
     chelp.described(sub)

@@ -68,7 +68,8 @@ def expected_path(L: int, T_before: int, r: int, n: int, v: int) -> str:
 
 
 def widest_absorbed(T_before: int, r: int, n: int, v: int) -> int:
-    """The largest step width L that expected_path sends to the absorbed path on a cache of T_before.
+    """The largest step width L that expected_path sends to the absorbed path on a cache of
+    T_before.
 
     Always >= 1 (decode). The condition is monotone in L, so a bisection over
     [1, table_threshold + 1] finds it exactly.

@@ -22,14 +22,22 @@ class Expected:
     control: bool = False  # a role-based expectation of failure (its pass is "lost control")
 
 
-def expect(matrix: Matrix, suite: str, module: str, arm: str, geometry: str, backend: str, evidence: str) -> Expected:
+def expect(
+    matrix: Matrix, suite: str, module: str, arm: str, geometry: str, backend: str, evidence: str
+) -> Expected:
     """geometry: the case's geometry id, or its checkpoint id."""
     if evidence == "argued":
         return Expected("argued", "the runner does not hold the checkpoint: argued-not-measured")
     for e in matrix.expectations:
         if e.matches(suite, module, arm, geometry, backend):
-            return Expected(e.verdict, f"known finding: {e.reason}" + (f" ({e.link})" if e.link else ""))
+            return Expected(
+                e.verdict, f"known finding: {e.reason}" + (f" ({e.link})" if e.link else "")
+            )
     role = matrix.arms[arm].role
     if role in CONTROL_ROLES and matrix.suites[suite].controls_fail:
-        return Expected("fail", f"control: a {role} arm keeps the single-query guard that {suite} detects", control=True)
+        return Expected(
+            "fail",
+            f"control: a {role} arm keeps the single-query guard that {suite} detects",
+            control=True,
+        )
     return Expected("pass", f"{role} arm")

@@ -47,7 +47,13 @@ class Number:
     def describe(self) -> str:
         what = "an odd integer" if self.odd else "an integer" if self.integer else "a number"
         lo = "" if self.low is None else f"{'>' if self.above else '>='} {self.low:g}"
-        hi = "" if self.high is None else f"<= {self.high:d}" if self.integer else f"<= {self.high:g}"
+        hi = (
+            ""
+            if self.high is None
+            else f"<= {self.high:d}"
+            if self.integer
+            else f"<= {self.high:g}"
+        )
         bounds = " and ".join(b for b in (lo, hi) if b)
         return f"{what} {bounds}".strip()
 
@@ -80,7 +86,9 @@ class Choice:
 
     def read(self, node, key: str, ctx: Check) -> Any:
         if node.value not in self.options:
-            raise ctx.fail(node, key, f"expected one of {', '.join(self.options)}, got {node.value!r}")
+            raise ctx.fail(
+                node, key, f"expected one of {', '.join(self.options)}, got {node.value!r}"
+            )
         return node.value
 
 
@@ -108,7 +116,12 @@ class Text:
 
         v = node.value
         if not isinstance(v, str) or (self.pattern and not re.fullmatch(self.pattern, v)):
-            raise ctx.fail(node, key, f"expected a string{f' matching {self.pattern}' if self.pattern else ''}, got {v!r}")
+            raise ctx.fail(
+                node,
+                key,
+                f"expected a string{f' matching {self.pattern}' if self.pattern else ''}, got "
+                f"{v!r}",
+            )
         return v
 
 
@@ -123,7 +136,12 @@ class List:
 
     def read(self, node, key: str, ctx: Check) -> Any:
         if not isinstance(node.value, list) or len(node.value) < self.min_len:
-            raise ctx.fail(node, key, f"expected a list of at least {self.min_len} ({self.item.describe() if hasattr(self.item, 'describe') else 'values'})")
+            raise ctx.fail(
+                node,
+                key,
+                f"expected a list of at least {self.min_len} "
+                f"({self.item.describe() if hasattr(self.item, 'describe') else 'values'})",
+            )
         return tuple(self.item.read(v, f"{key}[{i}]", ctx) for i, v in enumerate(node.value))
 
 
@@ -142,7 +160,9 @@ class Record:
             raise ctx.fail(node, key, f"expected a mapping with keys {', '.join(self.fields)}")
         for k, v in node.value.items():
             if k not in self.fields:
-                raise ctx.fail(v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(self.fields))})")
+                raise ctx.fail(
+                    v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(self.fields))})"
+                )
         out = {}
         for k, spec in self.fields.items():
             child = node.value.get(k)
@@ -168,15 +188,25 @@ class Keyed:
     def read(self, node, key: str, ctx: Check) -> Any:
         names = {"backend": ctx.backends, "profile": ctx.profiles, "dtype": ctx.dtypes}[self.over]
         if not isinstance(node.value, dict):
-            raise ctx.fail(node, key, f"expected a mapping with one entry per {self.over} ({', '.join(names)})")
+            raise ctx.fail(
+                node, key, f"expected a mapping with one entry per {self.over} ({', '.join(names)})"
+            )
         for k, v in node.value.items():
             if k not in names:
-                raise ctx.fail(v, f"{key}.{k}", f"unknown {self.over} (allowed: {', '.join(names)})")
+                raise ctx.fail(
+                    v, f"{key}.{k}", f"unknown {self.over} (allowed: {', '.join(names)})"
+                )
         if self.over != "dtype":
             for k in names:
                 if k not in node.value:
-                    raise ctx.fail(node, f"{key}.{k}", f"required: one entry per {self.over} ({', '.join(names)})")
-        return MappingProxyType({k: self.of.read(v, f"{key}.{k}", ctx) for k, v in node.value.items()})
+                    raise ctx.fail(
+                        node,
+                        f"{key}.{k}",
+                        f"required: one entry per {self.over} ({', '.join(names)})",
+                    )
+        return MappingProxyType(
+            {k: self.of.read(v, f"{key}.{k}", ctx) for k, v in node.value.items()}
+        )
 
 
 def read(declared: Mapping[str, Any], node, key: str, ctx: Check) -> Mapping[str, Any]:

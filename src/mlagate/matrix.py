@@ -103,7 +103,9 @@ class Module:
     sparse: bool = False
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     notes: str = ""
-    deep: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # config keys of a whole model of two or more layers
+    deep: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({})
+    )  # config keys of a whole model of two or more layers
 
     def attention_for(self, arm: str) -> str:
         return self.overrides.get(arm, {}).get("attention", self.attention)
@@ -129,8 +131,12 @@ class Suite:
     baseline: bool = False  # runs only on arms with a baseline, comparing the two
     modules: tuple[str, ...] | None = None  # only these modules (None: every module)
     sparse: bool = False  # only modules with a sparse indexer
-    controls_fail: bool = False  # the suite detects the single-query guard: a control arm must fail it
-    path: Path | None = None  # the suite's file (suites/<kind>/test_<id>.py, or `file:` beside the matrix)
+    controls_fail: bool = (
+        False  # the suite detects the single-query guard: a control arm must fail it
+    )
+    path: Path | None = (
+        None  # the suite's file (suites/<kind>/test_<id>.py, or `file:` beside the matrix)
+    )
 
 
 @dataclass(frozen=True)
@@ -140,15 +146,20 @@ class Expectation:
     suite: str
     module: str
     arm: str
-    verdict: str  # pass, fail, or skip (not planned: the case cannot be measured, for the reason given)
+    verdict: (
+        str  # pass, fail, or skip (not planned: the case cannot be measured, for the reason given)
+    )
     reason: str
     link: str = ""
     geometry: str | None = None  # None: every geometry (and checkpoint) of the module
     backend: str | None = None  # None: every backend
 
     def matches(self, suite: str, module: str, arm: str, geometry: str, backend: str) -> bool:
-        return (self.suite, self.module, self.arm) == (suite, module, arm) and self.geometry in (None, geometry) \
+        return (
+            (self.suite, self.module, self.arm) == (suite, module, arm)
+            and self.geometry in (None, geometry)
             and self.backend in (None, backend)
+        )
 
 
 @dataclass(frozen=True)
@@ -157,7 +168,9 @@ class Runner:
     backend: str
     notes: str = ""
     runs_on: tuple[str, ...] = ()  # GitHub `runs-on` labels of correctness jobs
-    perf_runs_on: tuple[str, ...] = ()  # GitHub `runs-on` labels of performance jobs (machines that run nothing else)
+    perf_runs_on: tuple[
+        str, ...
+    ] = ()  # GitHub `runs-on` labels of performance jobs (machines that run nothing else)
     profile: str | None = None  # the profile the gate runs here
     gate: bool = False  # whether `mlagate plan --format github` plans jobs for this runner
 
@@ -182,7 +195,9 @@ class Profile:
     crossover_widths: tuple[int, ...]
     dtype: str
     timeout_s: float
-    sample_min_s: float = 0.0  # a timed sample repeats its step until it lasts this long (0: one step)
+    sample_min_s: float = (
+        0.0  # a timed sample repeats its step until it lasts this long (0: one step)
+    )
 
 
 @dataclass(frozen=True)
@@ -190,7 +205,9 @@ class Allow:
     module: str
     guard: str
     reason: str
-    gates: str = "other"  # what the allowed guard's single-query branch does: absorbed, pooling or other
+    gates: str = (
+        "other"  # what the allowed guard's single-query branch does: absorbed, pooling or other
+    )
 
 
 @dataclass(frozen=True)
@@ -230,7 +247,8 @@ _Node = yamlread.Node
 
 
 def _compose(text: str, file: str) -> _Node:
-    """The document's nodes, read by mlagate.yamlread (no aliases, core tags only, bounded depth)."""
+    """The document's nodes, read by mlagate.yamlread (no aliases, core tags only, bounded
+    depth)."""
     try:
         return yamlread.compose(text)
     except yamlread.ReadError as exc:
@@ -244,12 +262,16 @@ class _Reader:
     def fail(self, node: _Node | None, key: str, message: str) -> MatrixError:
         return MatrixError(self.file, node.line if node else None, key, message)
 
-    def mapping(self, node: _Node, key: str, allowed: set[str], required: set[str]) -> dict[str, _Node]:
+    def mapping(
+        self, node: _Node, key: str, allowed: set[str], required: set[str]
+    ) -> dict[str, _Node]:
         if not isinstance(node.value, dict):
             raise self.fail(node, key, f"expected a mapping, got {_kind(node.value)}")
         for k, v in node.value.items():
             if k not in allowed:
-                raise self.fail(v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                raise self.fail(
+                    v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})"
+                )
         for k in sorted(required - set(node.value)):
             raise self.fail(node, f"{key}.{k}", "required key is missing")
         return node.value
@@ -262,11 +284,22 @@ class _Reader:
                 raise self.fail(v, f"{key}.{k}", "ids use letters, digits, '.', '_', '-' and '/'")
         return node.value
 
-    def scalar(self, node: _Node, key: str, kind: type | tuple[type, ...], check: Callable[[Any], bool] | None = None, what: str = "") -> Any:
+    def scalar(
+        self,
+        node: _Node,
+        key: str,
+        kind: type | tuple[type, ...],
+        check: Callable[[Any], bool] | None = None,
+        what: str = "",
+    ) -> Any:
         value = node.value
-        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float, (int, float)))
+        ok = isinstance(value, kind) and not (
+            isinstance(value, bool) and kind in (int, float, (int, float))
+        )
         if not ok or (check is not None and not check(value)):
-            want = what or (kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind))
+            want = what or (
+                kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            )
             raise self.fail(node, key, f"expected {want}, got {yamlread.show(value)}")
         return value
 
@@ -286,7 +319,9 @@ class _Reader:
             raise self.fail(node, key, f"expected a list, got {_kind(node.value)}")
         return tuple(self.scalar(v, f"{key}[{i}]", str) for i, v in enumerate(node.value))
 
-    def id_list(self, node: _Node, key: str, table: Mapping[str, Any], what: str) -> tuple[str, ...]:
+    def id_list(
+        self, node: _Node, key: str, table: Mapping[str, Any], what: str
+    ) -> tuple[str, ...]:
         """A list of ids, each of which must name an entry of table."""
         ids = self.str_list(node, key)
         for i, name in enumerate(ids):
@@ -297,7 +332,10 @@ class _Reader:
     def int_list(self, node: _Node, key: str) -> tuple[int, ...]:
         if not isinstance(node.value, list) or not node.value:
             raise self.fail(node, key, "expected a non-empty list of integers")
-        return tuple(self.scalar(v, f"{key}[{i}]", int, lambda x: x >= 0, "a non-negative integer") for i, v in enumerate(node.value))
+        return tuple(
+            self.scalar(v, f"{key}[{i}]", int, lambda x: x >= 0, "a non-negative integer")
+            for i, v in enumerate(node.value)
+        )
 
     def plain(self, node: _Node) -> Any:
         if isinstance(node.value, dict):
@@ -308,7 +346,9 @@ class _Reader:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(type(value), type(value).__name__)
+    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(
+        type(value), type(value).__name__
+    )
 
 
 _POSITIVE = dict(check=lambda x: x > 0, what="a positive integer")
@@ -332,24 +372,48 @@ def parse(text: str, path: Path) -> Matrix:
     root = r.mapping(
         _compose(text, file),
         "<root>",
-        {"version", "runtimes", "arms", "geometries", "modules", "checkpoints", "suites", "runners", "profiles", "allowlist", "expectations", "mutants"},
+        {
+            "version",
+            "runtimes",
+            "arms",
+            "geometries",
+            "modules",
+            "checkpoints",
+            "suites",
+            "runners",
+            "profiles",
+            "allowlist",
+            "expectations",
+            "mutants",
+        },
         {"version", "runtimes", "arms", "geometries", "modules", "suites", "runners", "profiles"},
     )
     version = r.req(root, "version", "<root>", int)
     if version != SCHEMA_VERSION:
-        raise r.fail(root["version"], "version", f"unsupported version {version} (this mlagate reads {SCHEMA_VERSION})")
+        raise r.fail(
+            root["version"],
+            "version",
+            f"unsupported version {version} (this mlagate reads {SCHEMA_VERSION})",
+        )
     base = path.resolve().parent
 
     runtimes = {}
     for rid, node in r.table(root["runtimes"], "runtimes").items():
         key = f"runtimes.{rid}"
         m = r.mapping(node, key, {"package", "distribution"}, {"package", "distribution"})
-        runtimes[rid] = Runtime(rid, r.req(m, "package", key, str), r.req(m, "distribution", key, str))
+        runtimes[rid] = Runtime(
+            rid, r.req(m, "package", key, str), r.req(m, "distribution", key, str)
+        )
 
     arms = {}
     for aid, node in r.table(root["arms"], "arms").items():
         key = f"arms.{aid}"
-        m = r.mapping(node, key, {"runtime", "pypi", "git", "ref", "path", "patches", "needs", "role", "baseline"}, {"runtime", "role"})
+        m = r.mapping(
+            node,
+            key,
+            {"runtime", "pypi", "git", "ref", "path", "patches", "needs", "role", "baseline"},
+            {"runtime", "role"},
+        )
         runtime = r.req(m, "runtime", key, str)
         if runtime not in runtimes:
             raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
@@ -371,49 +435,108 @@ def parse(text: str, path: Path) -> Matrix:
         for i, p in enumerate(r.str_list(m.get("patches"), f"{key}.patches")):
             pp = (base / p).resolve()
             if not pp.is_file():
-                raise r.fail(m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}")
+                raise r.fail(
+                    m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}"
+                )
             patches.append(pp)
         role = r.req(m, "role", key, str, check=lambda x: x in ROLES, what=" or ".join(ROLES))
-        arms[aid] = Arm(aid, runtime, ArmSource(kind, spec, ref), role, tuple(patches), r.str_list(m.get("needs"), f"{key}.needs"), r.opt(m, "baseline", key, str))
+        arms[aid] = Arm(
+            aid,
+            runtime,
+            ArmSource(kind, spec, ref),
+            role,
+            tuple(patches),
+            r.str_list(m.get("needs"), f"{key}.needs"),
+            r.opt(m, "baseline", key, str),
+        )
     for arm in arms.values():
         if arm.baseline is not None and arm.baseline not in arms:
-            raise r.fail(root["arms"].value[arm.id].value["baseline"], f"arms.{arm.id}.baseline", f"unknown arm {arm.baseline!r}")
+            raise r.fail(
+                root["arms"].value[arm.id].value["baseline"],
+                f"arms.{arm.id}.baseline",
+                f"unknown arm {arm.baseline!r}",
+            )
 
     geometries = {}
     for gid, node in r.table(root["geometries"], "geometries").items():
         key = f"geometries.{gid}"
-        ints = ["kv_lora_rank", "qk_nope_head_dim", "v_head_dim", "qk_rope_head_dim", "num_attention_heads", "hidden_size"]
+        ints = [
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "qk_rope_head_dim",
+            "num_attention_heads",
+            "hidden_size",
+        ]
         m = r.mapping(node, key, {*ints, "q_lora_rank", "source", "indexer"}, {*ints, "source"})
         indexer = None
         if "indexer" in m and m["indexer"].value is not None:
             ik = f"{key}.indexer"
-            im = r.mapping(m["indexer"], ik, {"n_heads", "head_dim", "topk", "kpool"}, {"n_heads", "head_dim", "topk"})
-            indexer = Indexer(
-                r.req(im, "n_heads", ik, int, **_POSITIVE), r.req(im, "head_dim", ik, int, **_POSITIVE),
-                r.req(im, "topk", ik, int, **_POSITIVE), r.opt(im, "kpool", ik, int, **_POSITIVE),
+            im = r.mapping(
+                m["indexer"],
+                ik,
+                {"n_heads", "head_dim", "topk", "kpool"},
+                {"n_heads", "head_dim", "topk"},
             )
-        dims = {k: r.req(m, k, key, int, **(_NON_NEGATIVE if k == "qk_rope_head_dim" else _POSITIVE)) for k in ints}
+            indexer = Indexer(
+                r.req(im, "n_heads", ik, int, **_POSITIVE),
+                r.req(im, "head_dim", ik, int, **_POSITIVE),
+                r.req(im, "topk", ik, int, **_POSITIVE),
+                r.opt(im, "kpool", ik, int, **_POSITIVE),
+            )
+        dims = {
+            k: r.req(m, k, key, int, **(_NON_NEGATIVE if k == "qk_rope_head_dim" else _POSITIVE))
+            for k in ints
+        }
         _check_geometry(r, m, key, dims)
         geometries[gid] = Geometry(
-            gid, **dims,
+            gid,
+            **dims,
             q_lora_rank=r.opt(m, "q_lora_rank", key, int, **_POSITIVE),
-            source=r.req(m, "source", key, str), indexer=indexer,
+            source=r.req(m, "source", key, str),
+            indexer=indexer,
         )
 
     modules = {}
     for mid, node in r.table(root["modules"], "modules").items():
         key = f"modules.{mid}"
         m = r.mapping(
-            node, key,
-            {"runtime", "import", "attention", "model", "args", "config", "geometries", "geometry_keys", "arms", "sparse", "overrides", "notes", "deep"},
+            node,
+            key,
+            {
+                "runtime",
+                "import",
+                "attention",
+                "model",
+                "args",
+                "config",
+                "geometries",
+                "geometry_keys",
+                "arms",
+                "sparse",
+                "overrides",
+                "notes",
+                "deep",
+            },
             {"runtime", "import", "attention", "model", "args", "geometries"},
         )
         runtime = r.req(m, "runtime", key, str)
         if runtime not in runtimes:
             raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
-        import_path = r.req(m, "import", key, str, check=lambda x: re.fullmatch(r"[A-Za-z_][\w.]*", x) is not None, what="a dotted import path")
+        import_path = r.req(
+            m,
+            "import",
+            key,
+            str,
+            check=lambda x: re.fullmatch(r"[A-Za-z_][\w.]*", x) is not None,
+            what="a dotted import path",
+        )
         if import_path.split(".")[0] != runtimes[runtime].package:
-            raise r.fail(m["import"], f"{key}.import", f"{import_path} is not inside package {runtimes[runtime].package}")
+            raise r.fail(
+                m["import"],
+                f"{key}.import",
+                f"{import_path} is not inside package {runtimes[runtime].package}",
+            )
         geos = r.id_list(m["geometries"], f"{key}.geometries", geometries, "geometry")
         if not geos:
             raise r.fail(m["geometries"], f"{key}.geometries", "name at least one geometry")
@@ -422,8 +545,16 @@ def parse(text: str, path: Path) -> Matrix:
             module_arms = r.id_list(m["arms"], f"{key}.arms", arms, "arm")
             for i, a in enumerate(module_arms):
                 if arms[a].runtime != runtime:
-                    raise r.fail(m["arms"].value[i], f"{key}.arms[{i}]", f"arm {a!r} is of runtime {arms[a].runtime}, not {runtime}")
-        config = r.plain(m["config"]) if "config" in m and m["config"].value is not None else MappingProxyType({})
+                    raise r.fail(
+                        m["arms"].value[i],
+                        f"{key}.arms[{i}]",
+                        f"arm {a!r} is of runtime {arms[a].runtime}, not {runtime}",
+                    )
+        config = (
+            r.plain(m["config"])
+            if "config" in m and m["config"].value is not None
+            else MappingProxyType({})
+        )
         if not isinstance(config, Mapping):
             raise r.fail(m["config"], f"{key}.config", "expected a mapping")
         gkeys = r.plain(m["geometry_keys"]) if "geometry_keys" in m else MappingProxyType({})
@@ -448,16 +579,32 @@ def parse(text: str, path: Path) -> Matrix:
                     entry["config"] = r.plain(om["config"])
                 overrides[arm_id] = MappingProxyType(entry)
         modules[mid] = Module(
-            mid, runtime, import_path, r.req(m, "attention", key, str), r.req(m, "model", key, str),
-            r.req(m, "args", key, str), config, geos, gkeys, module_arms,
-            bool(r.opt(m, "sparse", key, bool, default=False)), MappingProxyType(overrides), r.opt(m, "notes", key, str, default=""), deep,
+            mid,
+            runtime,
+            import_path,
+            r.req(m, "attention", key, str),
+            r.req(m, "model", key, str),
+            r.req(m, "args", key, str),
+            config,
+            geos,
+            gkeys,
+            module_arms,
+            bool(r.opt(m, "sparse", key, bool, default=False)),
+            MappingProxyType(overrides),
+            r.opt(m, "notes", key, str, default=""),
+            deep,
         )
 
     checkpoints = {}
     if "checkpoints" in root and root["checkpoints"].value:
         for cid, node in r.table(root["checkpoints"], "checkpoints").items():
             key = f"checkpoints.{cid}"
-            m = r.mapping(node, key, {"module", "geometry", "size_gb", "runners"}, {"module", "geometry", "size_gb"})
+            m = r.mapping(
+                node,
+                key,
+                {"module", "geometry", "size_gb", "runners"},
+                {"module", "geometry", "size_gb"},
+            )
             mod = r.req(m, "module", key, str)
             if mod not in modules:
                 raise r.fail(m["module"], f"{key}.module", f"unknown module {mod!r}")
@@ -468,16 +615,38 @@ def parse(text: str, path: Path) -> Matrix:
             if "runners" in m and m["runners"].value:
                 for label, pnode in r.table(m["runners"], f"{key}.runners").items():
                     held[label] = r.scalar(pnode, f"{key}.runners.{label}", str)
-            size = float(r.req(m, "size_gb", key, (int, float), check=lambda x: x >= 0, what="a number of GB, not negative"))
+            size = float(
+                r.req(
+                    m,
+                    "size_gb",
+                    key,
+                    (int, float),
+                    check=lambda x: x >= 0,
+                    what="a number of GB, not negative",
+                )
+            )
             checkpoints[cid] = Checkpoint(cid, mod, geo, size, MappingProxyType(held))
 
     suites, gate_nodes = {}, {}
     for sid, node in r.table(root["suites"], "suites").items():
         key = f"suites.{sid}"
-        m = r.mapping(node, key, {"kind", "gates", "baseline", "modules", "sparse", "file"}, {"kind"})
-        only = r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
-        kind = r.req(m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS))
-        own = r.opt(m, "file", key, str, check=lambda x: x.endswith(".py") and Path(x).name.startswith("test_"), what="a test_<name>.py file")
+        m = r.mapping(
+            node, key, {"kind", "gates", "baseline", "modules", "sparse", "file"}, {"kind"}
+        )
+        only = (
+            r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
+        )
+        kind = r.req(
+            m, "kind", key, str, check=lambda x: x in SUITE_KINDS, what=" or ".join(SUITE_KINDS)
+        )
+        own = r.opt(
+            m,
+            "file",
+            key,
+            str,
+            check=lambda x: x.endswith(".py") and Path(x).name.startswith("test_"),
+            what="a test_<name>.py file",
+        )
         suite_path = (base / own).resolve() if own else bundled("suites") / kind / f"test_{sid}.py"
         if not suite_path.is_file():
             raise r.fail(node, key, f"no suite file {suite_path}")
@@ -487,44 +656,120 @@ def parse(text: str, path: Path) -> Matrix:
             raise r.fail(node, key, str(exc)) from None
         gate_nodes[sid] = (m.get("gates", node), declared) if "gates" in m else (None, declared)
         suites[sid] = Suite(
-            sid, kind, MappingProxyType({}), bool(r.opt(m, "baseline", key, bool, default=False)), only,
-            bool(r.opt(m, "sparse", key, bool, default=False)), declared.controls_fail, suite_path,
+            sid,
+            kind,
+            MappingProxyType({}),
+            bool(r.opt(m, "baseline", key, bool, default=False)),
+            only,
+            bool(r.opt(m, "sparse", key, bool, default=False)),
+            declared.controls_fail,
+            suite_path,
         )
 
     runners = {}
     for label, node in r.table(root["runners"], "runners").items():
         key = f"runners.{label}"
-        m = r.mapping(node, key, {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate"}, {"backend"})
+        m = r.mapping(
+            node,
+            key,
+            {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate"},
+            {"backend"},
+        )
         runs_on = r.str_list(m.get("runs_on"), f"{key}.runs_on") or ("self-hosted", label)
         runners[label] = Runner(
-            label, r.req(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)), r.opt(m, "notes", key, str, default=""),
-            runs_on, r.str_list(m.get("perf_runs_on"), f"{key}.perf_runs_on") or runs_on, r.opt(m, "profile", key, str), bool(r.opt(m, "gate", key, bool, default=False)),
+            label,
+            r.req(
+                m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
+            ),
+            r.opt(m, "notes", key, str, default=""),
+            runs_on,
+            r.str_list(m.get("perf_runs_on"), f"{key}.perf_runs_on") or runs_on,
+            r.opt(m, "profile", key, str),
+            bool(r.opt(m, "gate", key, bool, default=False)),
         )
     for cp in checkpoints.values():
         for label in cp.runners:
             if label not in runners:
-                raise r.fail(root["checkpoints"].value[cp.id], f"checkpoints.{cp.id}.runners.{label}", f"unknown runner label {label!r}")
+                raise r.fail(
+                    root["checkpoints"].value[cp.id],
+                    f"checkpoints.{cp.id}.runners.{label}",
+                    f"unknown runner label {label!r}",
+                )
 
     profiles = {}
-    pints = ["heads", "hidden_size", "q_lora_rank", "vocab_size", "index_heads", "index_topk", "prefill_chunk", "samples", "warmup", "crossover_cache"]
+    pints = [
+        "heads",
+        "hidden_size",
+        "q_lora_rank",
+        "vocab_size",
+        "index_heads",
+        "index_topk",
+        "prefill_chunk",
+        "samples",
+        "warmup",
+        "crossover_cache",
+    ]
     for pid, node in r.table(root["profiles"], "profiles").items():
         key = f"profiles.{pid}"
-        lists = {"cache_lengths", "widths", "prefill_widths", "perf_cache_lengths", "crossover_widths"}
-        m = r.mapping(node, key, {*pints, *lists, "dtype", "timeout_s", "sample_min_s"}, {*pints, *lists, "dtype", "timeout_s"})
+        lists = {
+            "cache_lengths",
+            "widths",
+            "prefill_widths",
+            "perf_cache_lengths",
+            "crossover_widths",
+        }
+        m = r.mapping(
+            node,
+            key,
+            {*pints, *lists, "dtype", "timeout_s", "sample_min_s"},
+            {*pints, *lists, "dtype", "timeout_s"},
+        )
         vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
         if vals["samples"] % 2 == 0:
-            raise r.fail(m["samples"], f"{key}.samples", "use an odd number of samples (the median is then a sample)")
+            raise r.fail(
+                m["samples"],
+                f"{key}.samples",
+                "use an odd number of samples (the median is then a sample)",
+            )
         if vals["heads"] < 2:
-            raise r.fail(m["heads"], f"{key}.heads", "at least 2 heads (the path probes tell the latent from the heads by that axis)")
+            raise r.fail(
+                m["heads"],
+                f"{key}.heads",
+                "at least 2 heads (the path probes tell the latent from the heads by that axis)",
+            )
         _check_profile(r, m, key)
         profiles[pid] = Profile(
-            pid, cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"), widths=r.int_list(m["widths"], f"{key}.widths"),
+            pid,
+            cache_lengths=r.int_list(m["cache_lengths"], f"{key}.cache_lengths"),
+            widths=r.int_list(m["widths"], f"{key}.widths"),
             prefill_widths=r.int_list(m["prefill_widths"], f"{key}.prefill_widths"),
             perf_cache_lengths=r.int_list(m["perf_cache_lengths"], f"{key}.perf_cache_lengths"),
             crossover_widths=r.int_list(m["crossover_widths"], f"{key}.crossover_widths"),
-            dtype=r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
-            timeout_s=float(r.req(m, "timeout_s", key, (int, float), check=lambda x: x > 0, what="a positive number")),
-            sample_min_s=float(r.opt(m, "sample_min_s", key, (int, float), default=0.0, check=lambda x: 0 <= x <= 10, what="seconds between 0 and 10")), **vals,
+            dtype=r.req(
+                m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)
+            ),
+            timeout_s=float(
+                r.req(
+                    m,
+                    "timeout_s",
+                    key,
+                    (int, float),
+                    check=lambda x: x > 0,
+                    what="a positive number",
+                )
+            ),
+            sample_min_s=float(
+                r.opt(
+                    m,
+                    "sample_min_s",
+                    key,
+                    (int, float),
+                    default=0.0,
+                    check=lambda x: 0 <= x <= 10,
+                    what="seconds between 0 and 10",
+                )
+            ),
+            **vals,
         )
 
     allowlist = []
@@ -533,15 +778,33 @@ def parse(text: str, path: Path) -> Matrix:
             raise r.fail(root["allowlist"], "allowlist", "expected a list")
         for i, node in enumerate(root["allowlist"].value):
             key = f"allowlist[{i}]"
-            m = r.mapping(node, key, {"module", "guard", "reason", "gates"}, {"module", "guard", "reason"})
-            allowlist.append(Allow(
-                r.req(m, "module", key, str), r.req(m, "guard", key, str), r.req(m, "reason", key, str),
-                r.opt(m, "gates", key, str, default="other", check=lambda x: x in ("absorbed", "pooling", "other"), what="absorbed, pooling or other"),
-            ))
+            m = r.mapping(
+                node, key, {"module", "guard", "reason", "gates"}, {"module", "guard", "reason"}
+            )
+            allowlist.append(
+                Allow(
+                    r.req(m, "module", key, str),
+                    r.req(m, "guard", key, str),
+                    r.req(m, "reason", key, str),
+                    r.opt(
+                        m,
+                        "gates",
+                        key,
+                        str,
+                        default="other",
+                        check=lambda x: x in ("absorbed", "pooling", "other"),
+                        what="absorbed, pooling or other",
+                    ),
+                )
+            )
 
     for label, runner in runners.items():
         if runner.profile is not None and runner.profile not in profiles:
-            raise r.fail(root["runners"].value[label].value["profile"], f"runners.{label}.profile", f"unknown profile {runner.profile!r}")
+            raise r.fail(
+                root["runners"].value[label].value["profile"],
+                f"runners.{label}.profile",
+                f"unknown profile {runner.profile!r}",
+            )
 
     ctx = gatespec.Check(r.fail, tuple(profiles), BACKENDS, DTYPES)
     for sid, (gnode, declared) in gate_nodes.items():
@@ -549,19 +812,30 @@ def parse(text: str, path: Path) -> Matrix:
         suites[sid] = dataclasses.replace(suites[sid], gates=gates)
         if declared.plan_check is not None:
             _plan_check(r, gnode, sid, declared.plan_check, gates, modules, geometries, profiles)
-    expectations = _expectations(r, root.get("expectations"), suites, modules, arms, geometries, checkpoints)
+    expectations = _expectations(
+        r, root.get("expectations"), suites, modules, arms, geometries, checkpoints
+    )
 
     return Matrix(
-        path=path, version=version, runtimes=MappingProxyType(runtimes), arms=MappingProxyType(arms),
-        geometries=MappingProxyType(geometries), modules=MappingProxyType(modules), checkpoints=MappingProxyType(checkpoints),
-        suites=MappingProxyType(suites), runners=MappingProxyType(runners), profiles=MappingProxyType(profiles), allowlist=tuple(allowlist),
+        path=path,
+        version=version,
+        runtimes=MappingProxyType(runtimes),
+        arms=MappingProxyType(arms),
+        geometries=MappingProxyType(geometries),
+        modules=MappingProxyType(modules),
+        checkpoints=MappingProxyType(checkpoints),
+        suites=MappingProxyType(suites),
+        runners=MappingProxyType(runners),
+        profiles=MappingProxyType(profiles),
+        allowlist=tuple(allowlist),
         expectations=expectations,
         equivalent_mutants=_equivalent_mutants(r, root.get("mutants"), arms),
     )
 
 
 def _plan_check(r: _Reader, gnode, sid: str, check, gates, modules, geometries, profiles) -> None:
-    """A sparse suite's grid checked against every sparse geometry and profile before anything runs."""
+    """A sparse suite's grid checked against every sparse geometry and profile before anything
+    runs."""
     for module in modules.values():
         if not module.sparse:
             continue
@@ -572,11 +846,16 @@ def _plan_check(r: _Reader, gnode, sid: str, check, gates, modules, geometries, 
             for pid, prof in profiles.items():
                 why = check(ix.kpool or 1, min(ix.topk, prof.index_topk), gates)
                 if why:
-                    raise r.fail(gnode, f"suites.{sid}.gates", f"{why} (geometry {gid}, profile {pid})")
+                    raise r.fail(
+                        gnode, f"suites.{sid}.gates", f"{why} (geometry {gid}, profile {pid})"
+                    )
 
 
-def _expectations(r: _Reader, node: _Node | None, suites, modules, arms, geometries, checkpoints) -> tuple[Expectation, ...]:
-    """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?, backend?}]`."""
+def _expectations(
+    r: _Reader, node: _Node | None, suites, modules, arms, geometries, checkpoints
+) -> tuple[Expectation, ...]:
+    """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?,
+    backend?}]`."""
     if node is None or node.value is None:
         return ()
     if not isinstance(node.value, list):
@@ -584,23 +863,47 @@ def _expectations(r: _Reader, node: _Node | None, suites, modules, arms, geometr
     out = []
     for i, item in enumerate(node.value):
         key = f"expectations[{i}]"
-        m = r.mapping(item, key, {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link"},
-                      {"suite", "module", "arm", "verdict", "reason"})
+        m = r.mapping(
+            item,
+            key,
+            {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link"},
+            {"suite", "module", "arm", "verdict", "reason"},
+        )
         for name, table in (("suite", suites), ("module", modules), ("arm", arms)):
             if r.req(m, name, key, str) not in table:
                 raise r.fail(m[name], f"{key}.{name}", f"unknown {name} {m[name].value!r}")
         geometry = r.opt(m, "geometry", key, str)
         if geometry is not None and geometry not in geometries and geometry not in checkpoints:
-            raise r.fail(m["geometry"], f"{key}.geometry", f"unknown geometry or checkpoint {geometry!r}")
+            raise r.fail(
+                m["geometry"], f"{key}.geometry", f"unknown geometry or checkpoint {geometry!r}"
+            )
         exp = Expectation(
-            m["suite"].value, m["module"].value, m["arm"].value,
-            r.req(m, "verdict", key, str, check=lambda x: x in ("pass", "fail", "skip"), what="pass, fail or skip"),
+            m["suite"].value,
+            m["module"].value,
+            m["arm"].value,
+            r.req(
+                m,
+                "verdict",
+                key,
+                str,
+                check=lambda x: x in ("pass", "fail", "skip"),
+                what="pass, fail or skip",
+            ),
             r.req(m, "reason", key, str, check=lambda x: bool(x.strip()), what="a reason"),
-            r.opt(m, "link", key, str, default=""), geometry,
-            r.opt(m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)),
+            r.opt(m, "link", key, str, default=""),
+            geometry,
+            r.opt(
+                m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
+            ),
         )
-        if any((e.suite, e.module, e.arm, e.geometry, e.backend) == (exp.suite, exp.module, exp.arm, exp.geometry, exp.backend) for e in out):
-            raise r.fail(item, key, "duplicate expectation (same suite, module, arm, geometry and backend)")
+        if any(
+            (e.suite, e.module, e.arm, e.geometry, e.backend)
+            == (exp.suite, exp.module, exp.arm, exp.geometry, exp.backend)
+            for e in out
+        ):
+            raise r.fail(
+                item, key, "duplicate expectation (same suite, module, arm, geometry and backend)"
+            )
         out.append(exp)
     return tuple(out)
 
@@ -621,15 +924,46 @@ def _equivalent_mutants(r: _Reader, node: _Node | None, arms: dict) -> tuple[Equ
         arm = r.req(e, "arm", key, str)
         if arm not in arms:
             raise r.fail(e["arm"], f"{key}.arm", f"unknown arm {arm!r}")
-        reason = r.req(e, "reason", key, str, check=lambda x: bool(x.strip()), what="a non-empty reason")
-        found.append(EquivalentMutant(arm, r.req(e, "mutant", key, str, check=lambda x: bool(x.strip()), what="a mutant id or glob"), reason))
+        reason = r.req(
+            e, "reason", key, str, check=lambda x: bool(x.strip()), what="a non-empty reason"
+        )
+        found.append(
+            EquivalentMutant(
+                arm,
+                r.req(
+                    e,
+                    "mutant",
+                    key,
+                    str,
+                    check=lambda x: bool(x.strip()),
+                    what="a mutant id or glob",
+                ),
+                reason,
+            )
+        )
     return tuple(found)
+
+
 # upper bounds of profile values: beyond them a case would run for days or not fit in memory
-_PROFILE_MAX = {"heads": 1024, "hidden_size": 1 << 16, "q_lora_rank": 1 << 16, "vocab_size": 1 << 20,
-                "index_heads": 1024, "index_topk": 1 << 16, "prefill_chunk": 1 << 20, "samples": 1001,
-                "warmup": 1000, "crossover_cache": 1 << 22}
-_PROFILE_LIST_MAX = {"cache_lengths": 1 << 22, "widths": 1 << 16, "prefill_widths": 1 << 20,
-                     "perf_cache_lengths": 1 << 22, "crossover_widths": 1 << 16}
+_PROFILE_MAX = {
+    "heads": 1024,
+    "hidden_size": 1 << 16,
+    "q_lora_rank": 1 << 16,
+    "vocab_size": 1 << 20,
+    "index_heads": 1024,
+    "index_topk": 1 << 16,
+    "prefill_chunk": 1 << 20,
+    "samples": 1001,
+    "warmup": 1000,
+    "crossover_cache": 1 << 22,
+}
+_PROFILE_LIST_MAX = {
+    "cache_lengths": 1 << 22,
+    "widths": 1 << 16,
+    "prefill_widths": 1 << 20,
+    "perf_cache_lengths": 1 << 22,
+    "crossover_widths": 1 << 16,
+}
 _MAX_TIMEOUT_S = 86400
 _GEOMETRY_MAX = 1 << 20
 
@@ -639,13 +973,19 @@ def _check_geometry(r: _Reader, m: dict[str, _Node], key: str, dims: dict[str, i
         if value > _GEOMETRY_MAX:
             raise r.fail(m[name], f"{key}.{name}", f"at most {_GEOMETRY_MAX}, got {value}")
     if dims["num_attention_heads"] < 2:
-        raise r.fail(m["num_attention_heads"], f"{key}.num_attention_heads",
-                     "at least 2 heads (the path probes tell the latent from the heads by that axis)")
+        raise r.fail(
+            m["num_attention_heads"],
+            f"{key}.num_attention_heads",
+            "at least 2 heads (the path probes tell the latent from the heads by that axis)",
+        )
     rank, d = dims["kv_lora_rank"], dims["qk_nope_head_dim"] + dims["v_head_dim"]
     if 2 * rank <= d:
-        raise r.fail(m["kv_lora_rank"], f"{key}.kv_lora_rank",
-                     f"2 * kv_lora_rank ({2 * rank}) must exceed qk_nope_head_dim + v_head_dim ({d}): "
-                     "otherwise the absorbed path wins at every width and there is no crossover to test")
+        raise r.fail(
+            m["kv_lora_rank"],
+            f"{key}.kv_lora_rank",
+            f"2 * kv_lora_rank ({2 * rank}) must exceed qk_nope_head_dim + v_head_dim ({d}): "
+            "otherwise the absorbed path wins at every width and there is no crossover to test",
+        )
 
 
 def _check_profile(r: _Reader, m: dict[str, _Node], key: str) -> None:
@@ -661,7 +1001,9 @@ def _check_profile(r: _Reader, m: dict[str, _Node], key: str) -> None:
                 raise r.fail(v, f"{key}.{name}[{i}]", f"at most {most}, got {v.value}")
     t = m["timeout_s"].value
     if isinstance(t, int | float) and not isinstance(t, bool) and t > _MAX_TIMEOUT_S:
-        raise r.fail(m["timeout_s"], f"{key}.timeout_s", f"at most {_MAX_TIMEOUT_S} seconds, got {t}")
+        raise r.fail(
+            m["timeout_s"], f"{key}.timeout_s", f"at most {_MAX_TIMEOUT_S} seconds, got {t}"
+        )
 
 
 def thaw(value: Any) -> Any:
@@ -694,7 +1036,8 @@ def bundled(name: str) -> Path:
 
 
 def to_json(value: Any) -> Any:
-    """A validated matrix (or any part of it) as plain JSON: dataclasses as dicts, paths as strings."""
+    """A validated matrix (or any part of it) as plain JSON: dataclasses as dicts, paths as
+    strings."""
     if dataclasses.is_dataclass(value):
         return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -722,7 +1065,13 @@ def _revive(value: Any, hint: Any) -> Any:
         return None
     if dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
-        return hint(**{f.name: _revive(value[f.name], hints[f.name]) for f in dataclasses.fields(hint) if f.name in value})
+        return hint(
+            **{
+                f.name: _revive(value[f.name], hints[f.name])
+                for f in dataclasses.fields(hint)
+                if f.name in value
+            }
+        )
     if origin in (Mapping, dict) or hint is Mapping:
         inner = args[1] if len(args) == 2 else Any
         return MappingProxyType({k: _revive(v, inner) for k, v in value.items()})
@@ -738,5 +1087,6 @@ def _revive(value: Any, hint: Any) -> Any:
 
 
 def from_json(data: dict) -> Matrix:
-    """The matrix that to_json wrote, frozen again (no YAML, no validation: it was validated once)."""
+    """The matrix that to_json wrote, frozen again (no YAML, no validation: it was validated
+    once)."""
     return _revive(data, Matrix)

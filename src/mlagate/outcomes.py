@@ -58,7 +58,10 @@ def controls_line(rows: list[dict]) -> str | None:
     confirmed = [r for r in controls if r["verdict"] == "fail"]
     suites = sorted({r["suite"] for r in controls})
     lost = len([r for r in controls if r["verdict"] == "pass"])
-    line = f"controls: {len(confirmed)} of {len(controls)} control cases confirmed failing ({', '.join(suites)})"
+    line = (
+        f"controls: {len(confirmed)} of {len(controls)} control cases confirmed failing "
+        f"({', '.join(suites)})"
+    )
     if len(confirmed) == len(controls):
         return line + ": every stock control fails as it must"
     return line + f"; {lost} lost control, {len(controls) - len(confirmed) - lost} not measured"

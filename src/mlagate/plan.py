@@ -32,7 +32,8 @@ class Case:
     runner: str
     evidence: str
     checkpoint: str | None = None
-    aa: bool = False  # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
+    # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
+    aa: bool = False
     expected: str = "pass"  # the verdict the gate expects (mlagate.expectations)
     expectation: str = ""  # why
     control: bool = False  # a control arm's must-fail case
@@ -40,7 +41,10 @@ class Case:
     @property
     def id(self) -> str:
         source = self.checkpoint or self.geometry
-        return f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}" + ("::aa" if self.aa else "")
+        return (
+            f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}"
+            + ("::aa" if self.aa else "")
+        )
 
     @property
     def file_stem(self) -> str:
@@ -48,8 +52,16 @@ class Case:
         return f"{slug[:150]}-{hashlib.sha1(self.id.encode()).hexdigest()[:8]}"
 
     def replay(self, profile: str | None = None) -> str:
-        parts = ["mlagate run", f"--suite {self.suite}", f"--module {self.module}", f"--arm {self.arm}", f"--profile {profile or self.profile}"]
-        parts.append(f"--out reports/replay/{self.file_stem}")  # its own folder: never the run it came from
+        parts = [
+            "mlagate run",
+            f"--suite {self.suite}",
+            f"--module {self.module}",
+            f"--arm {self.arm}",
+            f"--profile {profile or self.profile}",
+        ]
+        parts.append(
+            f"--out reports/replay/{self.file_stem}"
+        )  # its own folder: never the run it came from
         parts += ["--aa"] if self.aa else []
         return " ".join(parts)
 
@@ -64,7 +76,11 @@ class Selection:
     arms: tuple[str, ...] = ()
 
     def check(self, matrix: Matrix) -> None:
-        for kind, names, table in (("suite", self.suites, matrix.suites), ("module", self.modules, matrix.modules), ("arm", self.arms, matrix.arms)):
+        for kind, names, table in (
+            ("suite", self.suites, matrix.suites),
+            ("module", self.modules, matrix.modules),
+            ("arm", self.arms, matrix.arms),
+        ):
             for name in names:
                 if name not in table:
                     near = [k for k in table if name in k or k.endswith("/" + name)]
@@ -72,9 +88,18 @@ class Selection:
                     raise PlanError(f"unknown {kind} {name!r}{hint}")
 
 
-def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, runner: str, installs: dict[str, ArmInstall] | None = None,
-           aa: bool = False, keep_skipped: bool = False) -> list[Case]:
-    """Every case of the selection, in a stable order. Modules absent from an arm's install are left out.
+def expand(
+    matrix: Matrix,
+    selection: Selection,
+    profile: str,
+    backend: str,
+    runner: str,
+    installs: dict[str, ArmInstall] | None = None,
+    aa: bool = False,
+    keep_skipped: bool = False,
+) -> list[Case]:
+    """Every case of the selection, in a stable order. Modules absent from an arm's install are left
+    out.
 
     Suites that compare an arm with its baseline get cases only on arms that have one, unless
     aa (A/A mode), where every arm is compared with itself: those cases are marked `aa` and
@@ -102,21 +127,65 @@ def expand(matrix: Matrix, selection: Selection, profile: str, backend: str, run
             for arm in matrix.arms_for(module):
                 if selection.arms and arm.id not in selection.arms:
                     continue
-                if installs is not None and (arm.id not in installs or not installs[arm.id].has_module(module.import_path)):
+                if installs is not None and (
+                    arm.id not in installs or not installs[arm.id].has_module(module.import_path)
+                ):
                     continue
-                if paired and (arm.baseline is None or arm.baseline not in {a.id for a in matrix.arms_for(module)}):
+                if paired and (
+                    arm.baseline is None
+                    or arm.baseline not in {a.id for a in matrix.arms_for(module)}
+                ):
                     continue
                 for geometry in module.geometries:
-                    cases.append(Case(suite, module.id, arm.id, geometry, dtype, backend, profile, runner, "synthetic", aa=self_paired))
+                    cases.append(
+                        Case(
+                            suite,
+                            module.id,
+                            arm.id,
+                            geometry,
+                            dtype,
+                            backend,
+                            profile,
+                            runner,
+                            "synthetic",
+                            aa=self_paired,
+                        )
+                    )
                 for cp in matrix.checkpoints.values():
                     if cp.module == module.id:
                         evidence = "checkpoint" if runner in cp.runners else "argued"
-                        cases.append(Case(suite, module.id, arm.id, cp.geometry, dtype, backend, profile, runner, evidence, cp.id, aa=self_paired))
-    return [c for c in map(lambda c: _expected(matrix, c), cases) if c.expected != "skip" or keep_skipped]
+                        cases.append(
+                            Case(
+                                suite,
+                                module.id,
+                                arm.id,
+                                cp.geometry,
+                                dtype,
+                                backend,
+                                profile,
+                                runner,
+                                evidence,
+                                cp.id,
+                                aa=self_paired,
+                            )
+                        )
+    return [
+        c
+        for c in map(lambda c: _expected(matrix, c), cases)
+        if c.expected != "skip" or keep_skipped
+    ]
 
 
 def _expected(matrix: Matrix, case: Case) -> Case:
-    e = expectations.expect(matrix, case.suite, case.module, case.arm, case.checkpoint or case.geometry, case.backend, case.evidence)
+    e = expectations.expect(
+        matrix,
+        case.suite,
+        case.module,
+        case.arm,
+        case.checkpoint or case.geometry,
+        case.backend,
+        case.evidence,
+    )
     return dataclasses.replace(case, expected=e.verdict, expectation=e.why, control=e.control)
 
 
@@ -132,9 +201,15 @@ def coverage(matrix: Matrix, installs: dict[str, ArmInstall]) -> list[Coverage]:
     """Discover the MLA modules of each installed arm and compare with the matrix."""
     gaps = []
     for arm_id, inst in installs.items():
-        registered = {(m.import_path, m.attention_for(arm_id)) for m in matrix.modules.values() if m.runtime == inst.runtime.id}
+        registered = {
+            (m.import_path, m.attention_for(arm_id))
+            for m in matrix.modules.values()
+            if m.runtime == inst.runtime.id
+        }
         found = scanner.discover(inst.site, inst.runtime.package)
-        missing = tuple(sorted(f"{imp}:{cls}" for imp, cls in found if (imp, cls) not in registered))
+        missing = tuple(
+            sorted(f"{imp}:{cls}" for imp, cls in found if (imp, cls) not in registered)
+        )
         if missing:
             gaps.append(Coverage(arm_id, missing))
     return gaps

@@ -37,7 +37,9 @@ class Result:
     started: float = field(default_factory=time.time)
     duration_s: float = 0.0
     stderr: str = ""
-    run_id: str | None = field(default_factory=lambda: os.environ.get("MLAGATE_RUN_ID"))  # set by mlagate run
+    run_id: str | None = field(
+        default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
+    )  # set by mlagate run
 
     def to_json(self) -> dict:
         c = self.case
@@ -109,7 +111,8 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        """0 every case as expected, 1 a regression, lost control or fixed finding, 3 only invalid or missing cases left."""
+        """0 every case as expected, 1 a regression, lost control or fixed finding, 3 only invalid
+        or missing cases left."""
         return outcomes.exit_code(self.outcomes)
 
 
@@ -126,7 +129,10 @@ def gate_line(summary: Summary) -> str:
     """The gate's one-line answer: outcome counts, then the verdicts underneath."""
     o, c = summary.outcomes, summary.counts
     shown = ", ".join(f"{o[k]} {k}" for k in outcomes.OUTCOMES if o[k] or k == "as expected")
-    verdicts = f"{c['pass']} passed, {c['fail']} failed, {c['invalid']} invalid, {c['argued']} argued-not-measured"
+    verdicts = (
+        f"{c['pass']} passed, {c['fail']} failed, {c['invalid']} invalid, {c['argued']} "
+        "argued-not-measured"
+    )
     return f"gate: {'green' if summary.exit_code == 0 else 'red'}: {shown} ({verdicts})"
 
 
@@ -136,23 +142,44 @@ def geometry_label(r: dict) -> str:
 
 
 def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
-    """head, then text wrapped at word boundaries to the terminal's width (never cut), continued under its first column."""
+    """head, then text wrapped at word boundaries to the terminal's width (never cut), continued
+    under its first column."""
     width = width or max(40, shutil.get_terminal_size((160, 24)).columns - len(head) - 1)
     parts = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
     return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
 
 
 def table(summary: Summary) -> str:
-    lines = [f"{'outcome':12} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"]
-    order = {o: i for i, o in enumerate(("regression", "lost control", "fixed", "invalid", "as expected"))}
+    lines = [
+        f"{'outcome':12} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"
+    ]
+    order = {
+        o: i
+        for i, o in enumerate(("regression", "lost control", "fixed", "invalid", "as expected"))
+    }
     verdict_order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
-    key = lambda r: (order[outcomes.outcome(r)], verdict_order[r["verdict"]], r["suite"], r["module"], r["arm"])  # noqa: E731
+
+    def key(r):
+        return (
+            order[outcomes.outcome(r)],
+            verdict_order[r["verdict"]],
+            r["suite"],
+            r["module"],
+            r["arm"],
+        )
+
     for r in sorted(summary.rows, key=key):
         geo = geometry_label(r)
-        head = f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} {r['arm']:26} {geo:20} "
+        head = (
+            f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
+            f"{r['arm']:26} {geo:20} "
+        )
         lines += wrapped(head, r["reason"])
     for cid in summary.missing:
-        lines.append(f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it finished)")
+        lines.append(
+            f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it "
+            "finished)"
+        )
     controls = outcomes.controls_line(summary.rows)
     if controls:
         lines.append(controls)

@@ -41,9 +41,17 @@ class RunPlan:
 def write(out: Path, plan: RunPlan) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     doc = {
-        "schema": SCHEMA, "matrix": matrix_mod.to_json(plan.matrix), "profile": plan.profile, "backend": plan.backend,
-        "runner": plan.runner, "aa": plan.aa, "cases": [c.to_json() for c in plan.cases],
-        "installs": {a: {"key": i.key, "dir": str(i.dir), "version": i.version} for a, i in plan.installs.items()},
+        "schema": SCHEMA,
+        "matrix": matrix_mod.to_json(plan.matrix),
+        "profile": plan.profile,
+        "backend": plan.backend,
+        "runner": plan.runner,
+        "aa": plan.aa,
+        "cases": [c.to_json() for c in plan.cases],
+        "installs": {
+            a: {"key": i.key, "dir": str(i.dir), "version": i.version}
+            for a, i in plan.installs.items()
+        },
     }
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".plan-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -60,11 +68,17 @@ def read(path: Path) -> RunPlan:
         m = matrix_mod.from_json(doc["matrix"])
         cases = tuple(Case(**{k: v for k, v in c.items() if k != "id"}) for c in doc["cases"])
         installs = {
-            a: ArmInstall(m.arms[a], m.runtimes[m.arms[a].runtime], i["key"], Path(i["dir"]), i["version"])
+            a: ArmInstall(
+                m.arms[a], m.runtimes[m.arms[a].runtime], i["key"], Path(i["dir"]), i["version"]
+            )
             for a, i in doc["installs"].items()
         }
-        return RunPlan(m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs)
+        return RunPlan(
+            m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs
+        )
     except RunPlanError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RunPlanError(f"{path}: not a readable run plan ({type(exc).__name__}: {exc})") from None
+        raise RunPlanError(
+            f"{path}: not a readable run plan ({type(exc).__name__}: {exc})"
+        ) from None

@@ -24,7 +24,13 @@ def _interval(draws: Sequence[float], level: float) -> tuple[float, float]:
     return (draws[int((1 - level) / 2 * n)], draws[min(n - 1, int((1 + level) / 2 * n))])
 
 
-def bootstrap_ci(xs: Sequence[float], stat: Callable[[Sequence[float]], float] = median, n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    xs: Sequence[float],
+    stat: Callable[[Sequence[float]], float] = median,
+    n: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of stat(xs).
 
     Caveats: with few samples (under about 7) the interval is too narrow (the bootstrap
@@ -36,10 +42,14 @@ def bootstrap_ci(xs: Sequence[float], stat: Callable[[Sequence[float]], float] =
         return (v, v)
     rng = random.Random(seed)
     k = len(xs)
-    return _interval(sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n)), level)
+    return _interval(
+        sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n)), level
+    )
 
 
-def diff_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def diff_ci(
+    a: Sequence[float], b: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """median(b) - median(a) with a bootstrap interval (each side resampled independently).
 
     Caveat: assumes the two sample sets are independent; interleaved samples (ABBA) share
@@ -47,12 +57,23 @@ def diff_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, level: float 
     """
     rng = random.Random(seed)
     ka, kb = len(a), len(b)
-    diffs = sorted(median([b[rng.randrange(kb)] for _ in range(kb)]) - median([a[rng.randrange(ka)] for _ in range(ka)]) for _ in range(n))
+    diffs = sorted(
+        median([b[rng.randrange(kb)] for _ in range(kb)])
+        - median([a[rng.randrange(ka)] for _ in range(ka)])
+        for _ in range(n)
+    )
     return (median(b) - median(a), *_interval(diffs, level))
 
 
-def retained_ci(plain_lo: Sequence[float], spec_lo: Sequence[float], plain_hi: Sequence[float], spec_hi: Sequence[float],
-                n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def retained_ci(
+    plain_lo: Sequence[float],
+    spec_lo: Sequence[float],
+    plain_hi: Sequence[float],
+    spec_hi: Sequence[float],
+    n: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """How much of a speed ratio survives from one condition to another, with a bootstrap interval:
     (median(plain_hi) / median(spec_hi)) / (median(plain_lo) / median(spec_lo)), each of the four
     sample sets resampled independently.
@@ -61,8 +82,11 @@ def retained_ci(plain_lo: Sequence[float], spec_lo: Sequence[float], plain_hi: S
     drifts, so the interval is slightly conservative); with under about 7 samples a set the
     interval is too narrow, and a ratio of medians of small sets is lumpy.
     """
+
     def one(pick) -> float:
-        return (median(pick(plain_hi)) / median(pick(spec_hi))) / (median(pick(plain_lo)) / median(pick(spec_lo)))
+        return (median(pick(plain_hi)) / median(pick(spec_hi))) / (
+            median(pick(plain_lo)) / median(pick(spec_lo))
+        )
 
     rng = random.Random(seed)
     draws = sorted(one(lambda xs: [xs[rng.randrange(len(xs))] for _ in xs]) for _ in range(n))
@@ -88,7 +112,12 @@ def least_squares_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
 
 
-def marginal_cost(samples: dict[int, tuple[Sequence[float], Sequence[float]]], n: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+def marginal_cost(
+    samples: dict[int, tuple[Sequence[float], Sequence[float]]],
+    n: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict:
     """The cost of the extra queries, time(L) - time(1), per cache length, and its trend.
 
     samples maps a cache length T to (L = 1 timings, L = k timings). Returns, per T, the
@@ -110,7 +139,10 @@ def marginal_cost(samples: dict[int, tuple[Sequence[float], Sequence[float]]], n
         ys = []
         for T in Ts:
             one, k = samples[T]
-            ys.append(median([k[rng.randrange(len(k))] for _ in k]) - median([one[rng.randrange(len(one))] for _ in one]))
+            ys.append(
+                median([k[rng.randrange(len(k))] for _ in k])
+                - median([one[rng.randrange(len(one))] for _ in one])
+            )
         boots.append(least_squares_slope(Ts, ys))
     boots.sort()
     ci = _interval(boots, level) if boots else (0.0, 0.0)
@@ -140,7 +172,14 @@ def detectable_difference(aa_changes: Sequence[float], level: float = 0.95) -> f
     return xs[min(len(xs) - 1, int(level * len(xs)))]
 
 
-def detect_steps(xs: Sequence[float], window: int = 5, min_before: int = 3, min_after: int = 3, k: float = 4.0, min_relative: float = 0.1) -> list[dict]:
+def detect_steps(
+    xs: Sequence[float],
+    window: int = 5,
+    min_before: int = 3,
+    min_after: int = 3,
+    k: float = 4.0,
+    min_relative: float = 0.1,
+) -> list[dict]:
     """Where a series (one key figure over successive commits) stepped to a new level.
 
     Rule: index i (between commit i-1 and commit i) qualifies when the median of the up to
@@ -165,7 +204,7 @@ def detect_steps(xs: Sequence[float], window: int = 5, min_before: int = 3, min_
     n = len(xs)
 
     def windows(i: int) -> tuple[list[float], list[float]]:
-        return xs[max(0, i - window):i], xs[i:i + window]
+        return xs[max(0, i - window) : i], xs[i : i + window]
 
     qualifying = []
     for i in range(min_before, n - min_after + 1):
@@ -196,11 +235,20 @@ def detect_steps(xs: Sequence[float], window: int = 5, min_before: int = 3, min_
             continue
         before, after = windows(j)
         mb, ma = median(before), median(after)
-        steps.append({"index": j, "before": mb, "after": ma, "change": (ma - mb) / abs(mb) if mb != 0 else None})
+        steps.append(
+            {
+                "index": j,
+                "before": mb,
+                "after": ma,
+                "change": (ma - mb) / abs(mb) if mb != 0 else None,
+            }
+        )
     return steps
 
 
-def paired_change(arm: Sequence[float], baseline: Sequence[float], confidence: float) -> tuple[float, float, float]:
+def paired_change(
+    arm: Sequence[float], baseline: Sequence[float], confidence: float
+) -> tuple[float, float, float]:
     """The relative change of paired samples, arm_i / baseline_i - 1, as (median, low, high):
     the median of the per-pair changes and its exact distribution-free interval from order
     statistics (the binomial distribution of how many pairs fall below the true median,

@@ -62,7 +62,9 @@ class Descriptor:
     path: Path
     gates: Mapping[str, Any]
     controls_fail: bool
-    plan_check: Callable[[int, int, Mapping[str, Any]], str | None] | None = None  # (kpool, top-k, gates) -> why not
+    plan_check: Callable[[int, int, Mapping[str, Any]], str | None] | None = (
+        None  # (kpool, top-k, gates) -> why not
+    )
     order: int = 1000
     key_figures: tuple[KeyFigure, ...] = ()
     plots: PlotSection | None = None
@@ -80,7 +82,9 @@ def load(path: Path) -> Descriptor:
         raise DescriptorError(f"{path}: cannot be imported ({type(exc).__name__}: {exc})") from None
     gates = getattr(module, "GATES", None)
     if not isinstance(gates, Mapping):
-        raise DescriptorError(f"{path}: declares no GATES mapping (the suite's gate keys and their types)")
+        raise DescriptorError(
+            f"{path}: declares no GATES mapping (the suite's gate keys and their types)"
+        )
     order = getattr(module, "ORDER", 1000)
     if type(order) is not int:
         raise DescriptorError(f"{path}: ORDER must be an integer")
@@ -91,8 +95,13 @@ def load(path: Path) -> Descriptor:
     if plots is not None and not isinstance(plots, PlotSection):
         raise DescriptorError(f"{path}: PLOTS must be a mlagate.suites.PlotSection")
     return Descriptor(
-        path, gates, bool(getattr(module, "CONTROLS_FAIL", False)), getattr(module, "PLAN_CHECK", None),
-        order, figures, plots,
+        path,
+        gates,
+        bool(getattr(module, "CONTROLS_FAIL", False)),
+        getattr(module, "PLAN_CHECK", None),
+        order,
+        figures,
+        plots,
     )
 
 

@@ -7,7 +7,9 @@ L and T where it happened.
 from mlagate import crossover, gates
 
 GATES = {
-    "warm_caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T on which verify widths must absorb
+    "warm_caches": gates.List(
+        gates.Int(1, 1 << 20)
+    ),  # warm caches T on which verify widths must absorb
     "widths": gates.List(gates.Int(2, 1 << 16)),  # speculative verify widths
 }
 CONTROLS_FAIL = True  # a single-query guard materialises every verify width on a warm cache
@@ -17,19 +19,40 @@ def test_dispatch(mla):
     r, n, v = mla.geometry.rnv
     gates = mla.gates
     key, _ = mla.build()
-    steps = [(T, L) for T in gates["warm_caches"] for L in (1, *gates["widths"])] + [(0, L) for L in gates["widths"]]
+    steps = [(T, L) for T in gates["warm_caches"] for L in (1, *gates["widths"])] + [
+        (0, L) for L in gates["widths"]
+    ]
     wrong = []
     for T, L in steps:
         obs = mla.step(key, T, L)
         expected = crossover.expected_path(L, T, r, n, v)
         if obs["path"] not in ("absorbed", "materialised"):
             ops = [c["ops"] for c in obs["calls"]]
-            wrong.append({"L": L, "T": T, "path": obs["path"], "expected": expected, "why": f"the query fold and the output unfold disagree: {ops}"})
+            wrong.append(
+                {
+                    "L": L,
+                    "T": T,
+                    "path": obs["path"],
+                    "expected": expected,
+                    "why": f"the query fold and the output unfold disagree: {ops}",
+                }
+            )
         elif obs["path"] != expected:
-            wrong.append({"L": L, "T": T, "path": obs["path"], "expected": expected, "why": f"took {obs['path']}, the formula says {expected}"})
+            wrong.append(
+                {
+                    "L": L,
+                    "T": T,
+                    "path": obs["path"],
+                    "expected": expected,
+                    "why": f"took {obs['path']}, the formula says {expected}",
+                }
+            )
     mla.metric("first_wrong", wrong[0] if wrong else None)
     mla.metric("wrong_steps", len(wrong))
-    assert not wrong, f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} ({len(wrong)} of {len(steps)} steps wrong)"
+    assert not wrong, (
+        f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} "
+        f"({len(wrong)} of {len(steps)} steps wrong)"
+    )
 
 
 ORDER = 30  # where the report lists it among the correctness suites

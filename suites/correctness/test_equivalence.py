@@ -1,5 +1,6 @@
 """equivalence: forced absorbed vs forced materialised on identical inputs (fp32 and bf16,
-unquantised and 4-bit group-64 weights, L = 2 and L = 8, on the profile's first warm cache). Each path is measured
+unquantised and 4-bit group-64 weights, L = 2 and L = 8, on the profile's first warm cache). Each
+path is measured
 against a float64 reference of the very same weights (dequantised, upcast, run on the CPU),
 in ULPs of the dtype at the output's magnitude (max |reference|).
 
@@ -21,13 +22,21 @@ from mlagate import gates, suites
 from mlagate.harness import give_up
 from mlagate.report import plots
 
-_BUDGET = gates.Record({
-    "absorbed_factor": gates.Number(0), "growth_factor": gates.Number(0),
-    "floor_ulps": gates.Number(0), "max_ulps": gates.Number(0, above=True),
-})
+_BUDGET = gates.Record(
+    {
+        "absorbed_factor": gates.Number(0),
+        "growth_factor": gates.Number(0),
+        "floor_ulps": gates.Number(0),
+        "max_ulps": gates.Number(0, above=True),
+    }
+)
 GATES = {
-    "widths": gates.List(gates.Int(2, 1 << 16), min_len=2),  # step widths compared (growth needs two)
-    "score_scale": gates.Number(0, above=True),  # multiplies embed_q: peaked attention as in trained models
+    "widths": gates.List(
+        gates.Int(2, 1 << 16), min_len=2
+    ),  # step widths compared (growth needs two)
+    "score_scale": gates.Number(
+        0, above=True
+    ),  # multiplies embed_q: peaked attention as in trained models
     "dtypes": gates.List(gates.Dtype()),  # dtypes compared
     "quant": gates.List(gates.Text(r"none|q[2-8]g(32|64|128)")),  # unquantised, or qBITSgGROUP
     "budgets": gates.Keyed("dtype", gates.Keyed("backend", _BUDGET)),  # ULPs per dtype, per backend
@@ -41,19 +50,46 @@ def test_equivalence(mla):
     forced_key = None
     for dtype in gates["dtypes"]:
         budget = gates["budgets"][dtype][mla.case.backend]
-        for quant in ["checkpoint"] if mla.checkpoint_path else gates["quant"]:  # a checkpoint keeps its own weights
-            q = None if quant in ("none", "checkpoint") else {"bits": int(quant[1]), "group_size": int(quant.split("g")[1])}
-            forced_key, info = mla.build(dtype=dtype, quant=q, forced=True, score_scale=gates["score_scale"])
+        for quant in (
+            ["checkpoint"] if mla.checkpoint_path else gates["quant"]
+        ):  # a checkpoint keeps its own weights
+            q = (
+                None
+                if quant in ("none", "checkpoint")
+                else {"bits": int(quant[1]), "group_size": int(quant.split("g")[1])}
+            )
+            forced_key, info = mla.build(
+                dtype=dtype, quant=q, forced=True, score_scale=gates["score_scale"]
+            )
             if not info["guards"]:
-                give_up(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}", problems)
+                give_up(
+                    "unforceable: no `if` around self.embed_q/self.unembed_out in "
+                    f"{mla.module.attention_for(mla.case.arm)}",
+                    problems,
+                )
             ref = mla.reference(forced_key, score_scale=gates["score_scale"])
             rows = {}
             for L in gates["widths"]:
-                st = mla.compare({"absorbed": (forced_key, "absorbed"), "materialised": (forced_key, "materialised")}, ref, warm, L, dtype)
+                st = mla.compare(
+                    {
+                        "absorbed": (forced_key, "absorbed"),
+                        "materialised": (forced_key, "materialised"),
+                    },
+                    ref,
+                    warm,
+                    L,
+                    dtype,
+                )
                 for label in ("absorbed", "materialised"):
                     if st["paths"][label] != label:
-                        give_up(f"{dtype} {quant} L={L}: forced {label} but the counters saw {st['paths'][label]}", problems)
-                rows[L] = table[f"{dtype}/{quant}/L={L}"] = {k: st[k] for k in ("absorbed", "materialised", "delta", "magnitude", "ulp")}
+                        give_up(
+                            f"{dtype} {quant} L={L}: forced {label} but the counters saw "
+                            f"{st['paths'][label]}",
+                            problems,
+                        )
+                rows[L] = table[f"{dtype}/{quant}/L={L}"] = {
+                    k: st[k] for k in ("absorbed", "materialised", "delta", "magnitude", "ulp")
+                }
             problems += budget_problems(f"{dtype}/{quant}", rows, budget)
     mla.metric("errors_ulps", table)
     assert not problems, "; ".join(problems)
@@ -67,14 +103,21 @@ def budget_problems(label: str, rows: dict[int, dict], budget) -> list[str]:
     for L, st in rows.items():
         a, m = st["absorbed"]["p99"], st["materialised"]["p99"]
         if a > budget["absorbed_factor"] * m + budget["floor_ulps"]:
-            problems.append(f"{label}/L={L}: absorbed p99 error {a:.1f} ULP > {budget['absorbed_factor']} x materialised {m:.1f} + {budget['floor_ulps']}")
+            problems.append(
+                f"{label}/L={L}: absorbed p99 error {a:.1f} ULP > {budget['absorbed_factor']} x "
+                f"materialised {m:.1f} + {budget['floor_ulps']}"
+            )
         worst = max(st["absorbed"]["max"], st["materialised"]["max"])
         if worst > budget["max_ulps"]:
-            problems.append(f"{label}/L={L}: error {worst:.1f} ULP over the {budget['max_ulps']} ULP bound")
+            problems.append(
+                f"{label}/L={L}: error {worst:.1f} ULP over the {budget['max_ulps']} ULP bound"
+            )
     lo, hi = min(rows), max(rows)
     dlo, dhi = rows[lo]["delta"]["p99"], rows[hi]["delta"]["p99"]
     if dhi > budget["growth_factor"] * dlo + budget["floor_ulps"]:
-        problems.append(f"{label}: delta grows with L: p99 {dhi:.1f} ULP at L={hi} vs {dlo:.1f} at L={lo}")
+        problems.append(
+            f"{label}: delta grows with L: p99 {dhi:.1f} ULP at L={hi} vs {dlo:.1f} at L={lo}"
+        )
     return problems
 
 
@@ -86,7 +129,11 @@ def _add_row(hists: dict, edges: dict, p99s: dict, key: tuple, row: dict) -> Non
     for path in ("absorbed", "materialised"):
         st = row.get(path) or {}
         h = st.get("hist")
-        if isinstance(h, dict) and isinstance(h.get("counts"), list) and isinstance(h.get("edges"), list):
+        if (
+            isinstance(h, dict)
+            and isinstance(h.get("counts"), list)
+            and isinstance(h.get("edges"), list)
+        ):
             if edges.setdefault(key, h["edges"]) == h["edges"]:
                 acc = hists.setdefault(key, {}).setdefault(path, [0] * len(h["counts"]))
                 for i, c in enumerate(h["counts"][: len(acc)]):
@@ -128,8 +175,15 @@ def equivalence_plots(rows: list[dict]) -> list[plots.Plot]:
             title = f"equivalence error, p99 per row: {backend} {dtype} ({n} rows)"
             axis = "p99 error vs float64 reference, ULPs (power-of-two bins)"
             svg = plots.histogram(title, p99s[key], axis)
-            caption = "one count per measured row (case x quantisation x L) without an elementwise histogram"
-            out.append(plots.Plot("equivalence", plots.slug("equivalence", backend, dtype), title, svg, caption))
+            caption = (
+                "one count per measured row (case x quantisation x L) without an "
+                "elementwise histogram"
+            )
+            out.append(
+                plots.Plot(
+                    "equivalence", plots.slug("equivalence", backend, dtype), title, svg, caption
+                )
+            )
     return out
 
 
@@ -144,7 +198,9 @@ PLOTS = suites.PlotSection(
 )
 KEY_FIGURES = (
     suites.KeyFigure(
-        "equivalence_p99", "worst p99 absorbed-vs-materialised delta", "ULP",
+        "equivalence_p99",
+        "worst p99 absorbed-vs-materialised delta",
+        "ULP",
         lambda r: max(row["delta"]["p99"] for row in r["metrics"]["errors_ulps"].values()),
     ),
 )

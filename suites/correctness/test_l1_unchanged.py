@@ -27,7 +27,10 @@ def first_difference(a: dict, b: dict) -> str | None:
     for dim in reversed(a["shape"]):
         index.append(rest % dim)
         rest //= dim
-    return f"element {tuple(reversed(index))}: {_value(x, i, a['dtype'])!r} vs {_value(y, i, a['dtype'])!r}"
+    return (
+        f"element {tuple(reversed(index))}: {_value(x, i, a['dtype'])!r} vs "
+        f"{_value(y, i, a['dtype'])!r}"
+    )
 
 
 def _value(raw: bytes, i: int, dtype: str) -> float:
@@ -47,7 +50,10 @@ def test_l1_unchanged(mla):
     try:
         mla.share_weights((baseline, base_key), (arm, key))
     except Exception as exc:  # noqa: BLE001  (any refusal means the two arms do not hold the same parameters)
-        raise Invalid(f"the two arms' models do not hold the same parameters, so their outputs cannot be compared: {exc}") from exc
+        raise Invalid(
+            "the two arms' models do not hold the same parameters, so their outputs cannot be "
+            f"compared: {exc}"
+        ) from exc
     diffs = []
     for T in (*mla.gates["caches"], 0):
         ours = mla.step(key, T, 1, want_output=True)

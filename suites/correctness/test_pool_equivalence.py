@@ -24,7 +24,9 @@ GATES = {
     "beyond_topk": gates.List(gates.Int(0, 1 << 20)),  # primed caches past the top-k
     "seed": gates.Int(0),  # prompt and token seed (the reproducer names it)
     "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs of the dtype at max |logits|
-    "state_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |array| of pooled keys, index keys, latents
+    "state_ulps": gates.Keyed(
+        "backend", gates.Number(0)
+    ),  # ULPs at max |array| of pooled keys, index keys, latents
 }
 
 
@@ -32,7 +34,10 @@ def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a de
     """Aligned and misaligned caches are both needed where the indexer pools."""
     lengths = [topk + o for o in gates["beyond_topk"]]
     if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
-        return f"beyond_topk gives cache lengths {lengths}: both aligned and misaligned ones are needed for kpool {kpool}"
+        return (
+            f"beyond_topk gives cache lengths {lengths}: both aligned and misaligned ones are "
+            f"needed for kpool {kpool}"
+        )
     return None
 
 
@@ -41,7 +46,15 @@ def test_pool_equivalence(mla):
     key, _ = mla.build()
     kpool, topk = mla.kpool, mla.index_topk
     lengths = [mla.beyond_topk(o) for o in g["beyond_topk"]]
-    mla.metric("indexer", {"kpool": kpool, "index_topk": topk, "aligned": [T for T in lengths if T % kpool == 0], "misaligned": [T for T in lengths if T % kpool]})
+    mla.metric(
+        "indexer",
+        {
+            "kpool": kpool,
+            "index_topk": topk,
+            "aligned": [T for T in lengths if T % kpool == 0],
+            "misaligned": [T for T in lengths if T % kpool],
+        },
+    )
     vocab = mla.profile.vocab_size
     problems, table, private = [], {}, []
     selected = 0
@@ -50,8 +63,14 @@ def test_pool_equivalence(mla):
         runs, pairs, where = {}, [], {}
         for S in g["widths"]:
             toks = scripts.tokens(rng, vocab, S)
-            runs[f"wide/S={S}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": toks, "mark": "end"}]}
-            runs[f"one/S={S}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": scripts.one_at_a_time(toks, "end")}
+            runs[f"wide/S={S}"] = {
+                "prompt": scripts.prompt(T, g["seed"]),
+                "steps": [{"tokens": toks, "mark": "end"}],
+            }
+            runs[f"one/S={S}"] = {
+                "prompt": scripts.prompt(T, g["seed"]),
+                "steps": scripts.one_at_a_time(toks, "end"),
+            }
             pairs.append((f"wide/S={S}", f"one/S={S}"))
             where[f"wide/S={S}|one/S={S}"] = S
         reply = mla.script(key, runs, pairs)
@@ -63,17 +82,31 @@ def test_pool_equivalence(mla):
             table[row] = scripts.summary(cmp)
             selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
             private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
-            found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["state_ulps"], mla.case.backend))
+            found = scripts.judge(
+                cmp,
+                scripts.budget(g["logits_ulps"], mla.case.backend),
+                scripts.budget(g["state_ulps"], mla.case.backend),
+            )
             if found:
                 rep = mla.reproducer(seed=g["seed"], S=S, k=0, T=T, aligned=T % kpool == 0)
-                problems.append(f"{row}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else "") + f" [reproducer: T={rep['T']} S={S} seed={g['seed']}]")
+                problems.append(
+                    f"{row}: {found[0]}"
+                    + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
+                    + f" [reproducer: T={rep['T']} S={S} seed={g['seed']}]"
+                )
     mla.metric("cases", table)
     mla.metric("private_pool_notes", private[:8])
     if reply["indexers"] == 0:
-        give_up(f"no sparse indexer found in {mla.module.attention_for(mla.case.arm)} instances (no `indexer` child)", problems)
+        give_up(
+            f"no sparse indexer found in {mla.module.attention_for(mla.case.arm)} instances (no "
+            "`indexer` child)",
+            problems,
+        )
     if selected == 0:
         give_up("every selection fell back to dense: nothing about the pools was checked", problems)
-    assert not problems, "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+    assert not problems, "; ".join(problems[:3]) + (
+        f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    )
 
 
 ORDER = 60  # where the report lists it among the correctness suites

@@ -28,14 +28,20 @@ def test_probes(mla):
             obs = mla.step(key, T, L)
             paths[f"L={L},T={T}"] = obs["path"]
             if obs["path"] not in ("absorbed", "materialised"):
-                problems.append(f"L={L} T={T}: no single path ({obs['path']}: {[c['ops'] for c in obs['calls']]})")
+                problems.append(
+                    f"L={L} T={T}: no single path ({obs['path']}: "
+                    f"{[c['ops'] for c in obs['calls']]})"
+                )
     mla.metric("paths", paths)
 
     forced_key, info = mla.build(forced=True)
     mla.metric("guards", info["guards"])
     if not info["guards"]:
         assert not problems, "; ".join(problems)
-        raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
+        raise Invalid(
+            "unforceable: no `if` around self.embed_q/self.unembed_out in "
+            f"{mla.module.attention_for(mla.case.arm)}"
+        )
     forced = {}
     for path in ("absorbed", "materialised"):
         try:
@@ -46,7 +52,10 @@ def test_probes(mla):
             continue
         forced[path] = obs["path"]
         if obs["path"] != path:
-            problems.append(f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} ({[c['ops'] for c in obs['calls']]})")
+            problems.append(
+                f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} "
+                f"({[c['ops'] for c in obs['calls']]})"
+            )
     mla.metric("forced", forced)
     assert not problems, "; ".join(problems)
 

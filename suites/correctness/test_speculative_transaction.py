@@ -22,15 +22,20 @@ GATES = {
     "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
     "layers": gates.Int(1, 64),  # decoder layers of the whole model (at least)
     "beyond_topk": gates.Int(0, 1 << 20),  # primed cache past the top-k
-    "widths": gates.List(gates.Int(1, 4096)),  # verify widths cycled over the rounds (1: one-token drafts)
+    "widths": gates.List(
+        gates.Int(1, 4096)
+    ),  # verify widths cycled over the rounds (1: one-token drafts)
     "rounds": gates.Int(1, 1000),  # verify rounds, each followed by a decode or the next verify
     "seeds": gates.List(gates.Int(0)),  # one script per seed: accepted counts drawn from 0..L
     "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |logits| and cache state
 }
 
 
-def transaction(rng: random.Random, vocab: int, widths: list[int], rounds: int) -> tuple[list[dict], list[int], list[dict]]:
-    """(steps of the tested script, the kept tokens in order, a log of (L, j, then)) for one seed."""
+def transaction(
+    rng: random.Random, vocab: int, widths: list[int], rounds: int
+) -> tuple[list[dict], list[int], list[dict]]:
+    """(steps of the tested script, the kept tokens in order, a log of (L, j, then)) for one
+    seed."""
     steps, kept, log = [], [], []
     for r in range(rounds):
         L = widths[r % len(widths)]
@@ -60,20 +65,40 @@ def test_speculative_transaction(mla):
         rounds[f"seed={seed}"] = log
         runs = {
             "speculative": {"prompt": scripts.prompt(T, seed), "steps": steps},
-            "plain": {"prompt": scripts.prompt(T, seed), "steps": scripts.one_at_a_time(kept, "end")},
+            "plain": {
+                "prompt": scripts.prompt(T, seed),
+                "steps": scripts.one_at_a_time(kept, "end"),
+            },
         }
-        reply = mla.script(key, runs, [("speculative", "plain")], margin_ulps=scripts.budget(g["logits_ulps"], mla.case.backend))
+        reply = mla.script(
+            key,
+            runs,
+            [("speculative", "plain")],
+            margin_ulps=scripts.budget(g["logits_ulps"], mla.case.backend),
+        )
         if reply["layers"] < g["layers"]:
-            give_up(f"the model was built with {reply['layers']} decoder layers, fewer than gates.layers {g['layers']}: give the module `deep` config keys", problems)
+            give_up(
+                f"the model was built with {reply['layers']} decoder layers, fewer than "
+                f"gates.layers {g['layers']}: give the module `deep` config keys",
+                problems,
+            )
         mla.metric("rollback", reply["rollback"])
         mla.metric("layers", reply["layers"])
         mla.metric("mla_instances", info["attention_instances"])
         cmp = reply["pairs"]["speculative|plain"]
         table[f"seed={seed}"] = scripts.summary(cmp)
-        found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["logits_ulps"], mla.case.backend), margin_check=True)
+        found = scripts.judge(
+            cmp,
+            scripts.budget(g["logits_ulps"], mla.case.backend),
+            scripts.budget(g["logits_ulps"], mla.case.backend),
+            margin_check=True,
+        )
         if found:
             mla.reproducer(seed=seed, T=T, first_position=scripts.first_position(cmp), rounds=log)
-            problems.append(f"seed={seed}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
+            problems.append(
+                f"seed={seed}: {found[0]}"
+                + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
+            )
     mla.metric("cases", table)
     mla.metric("rounds", rounds)
     if not any(r["j"] < r["L"] for log in rounds.values() for r in log):

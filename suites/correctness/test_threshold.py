@@ -13,7 +13,9 @@ from mlagate import crossover, gates
 GATES = {
     "tie_search": gates.Int(1, 1 << 20),  # cache lengths searched for the first exact tie
     "cold_widths": gates.List(gates.Int(2, 1 << 16)),  # cold cache widths (materialised)
-    "ties": gates.Choice(("either", "strict")),  # at an exact tie: either path, or materialised only
+    "ties": gates.Choice(
+        ("either", "strict")
+    ),  # at an exact tie: either path, or materialised only
 }
 CONTROLS_FAIL = True  # a single-query guard sends the formula's boundary width to materialised
 
@@ -22,8 +24,16 @@ def test_threshold(mla):
     r, n, v = mla.geometry.rnv
     gates = mla.gates
     key, _ = mla.build()
-    caches = sorted(set(mla.profile.cache_lengths) | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1]))
-    probes = [(T, L) for T in caches for L in sorted({crossover.widest_absorbed(T, r, n, v), crossover.widest_absorbed(T, r, n, v) + 1})]
+    caches = sorted(
+        set(mla.profile.cache_lengths) | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1])
+    )
+    probes = [
+        (T, L)
+        for T in caches
+        for L in sorted(
+            {crossover.widest_absorbed(T, r, n, v), crossover.widest_absorbed(T, r, n, v) + 1}
+        )
+    ]
     probes += [(0, L) for L in gates["cold_widths"]]
     probes += [(mla.profile.cache_lengths[0], L) for L in mla.profile.prefill_widths]
     wrong, boundary = [], {}
@@ -31,14 +41,29 @@ def test_threshold(mla):
         obs = mla.step(key, T, L)
         expected = crossover.expected_path(L, T, r, n, v)
         tie = crossover.is_tie(L, T, r, n, v)
-        ok = obs["path"] == expected or (tie and gates["ties"] == "either" and obs["path"] in ("absorbed", "materialised"))
+        ok = obs["path"] == expected or (
+            tie and gates["ties"] == "either" and obs["path"] in ("absorbed", "materialised")
+        )
         if T in caches:
-            boundary.setdefault(f"T={T}", {"formula": crossover.widest_absorbed(T, r, n, v)})[f"L={L}"] = obs["path"] + (" (tie)" if tie else "")
+            boundary.setdefault(f"T={T}", {"formula": crossover.widest_absorbed(T, r, n, v)})[
+                f"L={L}"
+            ] = obs["path"] + (" (tie)" if tie else "")
         if not ok:
-            wrong.append(f"L={L} T={T}: took {obs['path']}, the formula says {expected}" + (" (an exact tie)" if tie else ""))
+            wrong.append(
+                f"L={L} T={T}: took {obs['path']}, the formula says {expected}"
+                + (" (an exact tie)" if tie else "")
+            )
     mla.metric("boundary", boundary)
-    mla.metric("limit", {"r_d_over_2r_minus_d": str(crossover.limit(r, n, v)), "table": crossover.table_threshold(r, n, v)})
-    assert not wrong, "; ".join(wrong[:4]) + (f" (+{len(wrong) - 4} more)" if len(wrong) > 4 else "")
+    mla.metric(
+        "limit",
+        {
+            "r_d_over_2r_minus_d": str(crossover.limit(r, n, v)),
+            "table": crossover.table_threshold(r, n, v),
+        },
+    )
+    assert not wrong, "; ".join(wrong[:4]) + (
+        f" (+{len(wrong) - 4} more)" if len(wrong) > 4 else ""
+    )
 
 
 ORDER = 20  # where the report lists it among the correctness suites

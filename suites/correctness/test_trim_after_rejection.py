@@ -23,19 +23,32 @@ from mlagate.harness import give_up, scripts
 GATES = {
     "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
     "widths": gates.List(gates.Int(2, 4096)),  # S, drafted tokens per verify step
-    "beyond_topk": gates.List(gates.Int(0, 1 << 20)),  # primed caches, in tokens past the indexer top-k
+    "beyond_topk": gates.List(
+        gates.Int(0, 1 << 20)
+    ),  # primed caches, in tokens past the indexer top-k
     "continue": gates.List(gates.Int(1, 4096)),  # steps fed after the rejection
     "seed": gates.Int(0),  # prompt and token seed
     "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs of the dtype at max |logits|
-    "state_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |array| of pooled keys, index keys, latents
+    "state_ulps": gates.Keyed(
+        "backend", gates.Number(0)
+    ),  # ULPs at max |array| of pooled keys, index keys, latents
 }
 
 
 def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a declaration, read with GATES)
     """Rejections that un-complete a pool window and rejections inside the open window, both."""
-    kinds = {scripts.crosses_window(topk + o, S, k, kpool) for o in gates["beyond_topk"] for S in gates["widths"] for k in range(1, S)}
+    kinds = {
+        scripts.crosses_window(topk + o, S, k, kpool)
+        for o in gates["beyond_topk"]
+        for S in gates["widths"]
+        for k in range(1, S)
+    }
     if kpool > 1 and kinds != {True, False}:
-        return f"the grid (beyond_topk, widths) holds only {'window-crossing' if True in kinds else 'non-crossing'} rejections for kpool {kpool}: both kinds are needed"
+        return (
+            "the grid (beyond_topk, widths) holds only "
+            f"{'window-crossing' if True in kinds else 'non-crossing'} rejections for kpool "
+            f"{kpool}: both kinds are needed"
+        )
     return None
 
 
@@ -54,10 +67,23 @@ def test_trim_after_rejection(mla):
                 drafted = scripts.tokens(rng, vocab, S)
                 fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
                 cont = [fix] + [scripts.tokens(rng, vocab, n) for n in g["continue"][1:]]
-                cont_steps = [{"tokens": toks, "mark": f"continue {i}", **({"keep": len(toks)} if len(toks) > 1 else {})} for i, toks in enumerate(cont)]
+                cont_steps = [
+                    {
+                        "tokens": toks,
+                        "mark": f"continue {i}",
+                        **({"keep": len(toks)} if len(toks) > 1 else {}),
+                    }
+                    for i, toks in enumerate(cont)
+                ]
                 name = f"S={S},k={k}"
-                runs[f"verify/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps]}
-                runs[f"never/{name}"] = {"prompt": scripts.prompt(T, g["seed"]), "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps]}
+                runs[f"verify/{name}"] = {
+                    "prompt": scripts.prompt(T, g["seed"]),
+                    "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps],
+                }
+                runs[f"never/{name}"] = {
+                    "prompt": scripts.prompt(T, g["seed"]),
+                    "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps],
+                }
                 pairs.append((f"verify/{name}", f"never/{name}"))
                 crosses = scripts.crosses_window(T, S, k, kpool)
                 where[f"verify/{name}|never/{name}"] = (S, k, crosses)
@@ -70,13 +96,23 @@ def test_trim_after_rejection(mla):
             table[row] = {**scripts.summary(cmp), "crosses_window": crosses}
             selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
             private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
-            found = scripts.judge(cmp, scripts.budget(g["logits_ulps"], mla.case.backend), scripts.budget(g["state_ulps"], mla.case.backend))
+            found = scripts.judge(
+                cmp,
+                scripts.budget(g["logits_ulps"], mla.case.backend),
+                scripts.budget(g["state_ulps"], mla.case.backend),
+            )
             if found:
                 mla.reproducer(seed=g["seed"], S=S, k=k, T=T, crosses_window=crosses)
-                problems.append(f"{row}{' (crosses a window)' if crosses else ''}: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""))
+                problems.append(
+                    f"{row}{' (crosses a window)' if crosses else ''}: {found[0]}"
+                    + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
+                )
     mla.metric("indexer", {"kpool": kpool, "index_topk": topk})
     mla.metric("cases", table)
-    mla.metric("rejections", {"crossing_a_window": crossing[True], "inside_the_open_window": crossing[False]})
+    mla.metric(
+        "rejections",
+        {"crossing_a_window": crossing[True], "inside_the_open_window": crossing[False]},
+    )
     mla.metric("private_pool_notes", private[:8])
     summary = f"{len(problems)} of {len(table)} rejections differ from a run that never saw them; "
     if problems:

@@ -19,7 +19,9 @@ from mlagate.harness import Invalid
 from mlagate.report import plots
 
 GATES = {
-    "tolerance": gates.Number(0, 1, above=True),  # how much slower absorbed may be at the formula's width
+    "tolerance": gates.Number(
+        0, 1, above=True
+    ),  # how much slower absorbed may be at the formula's width
     "samples_at_formula": gates.Samples(),  # timed samples a side at the formula's width
 }
 
@@ -31,14 +33,27 @@ def test_crossover(mla):
     widths = sorted(set(mla.profile.crossover_widths) | {b})
     key, info = mla.build(forced=True)
     if not info["guards"]:
-        raise Invalid(f"unforceable: no `if` around self.embed_q/self.unembed_out in {mla.module.attention_for(mla.case.arm)}")
+        raise Invalid(
+            "unforceable: no `if` around self.embed_q/self.unembed_out in "
+            f"{mla.module.attention_for(mla.case.arm)}"
+        )
     mla.prime(key, T, horizon=max(widths))
     sweep = {}
     for L in widths:
-        t = mla.interleaved([{"label": "absorbed", "key": key, "L": L, "force": "absorbed"}, {"label": "materialised", "key": key, "L": L, "force": "materialised"}],
-                            samples=mla.gates["samples_at_formula"] if L == b else None)
+        t = mla.interleaved(
+            [
+                {"label": "absorbed", "key": key, "L": L, "force": "absorbed"},
+                {"label": "materialised", "key": key, "L": L, "force": "materialised"},
+            ],
+            samples=mla.gates["samples_at_formula"] if L == b else None,
+        )
         d, lo, hi = stats.diff_ci(t["absorbed"], t["materialised"])
-        sweep[L] = {"absorbed_s": stats.median(t["absorbed"]), "materialised_s": stats.median(t["materialised"]), "materialised_minus_absorbed_s": d, "ci": (lo, hi)}
+        sweep[L] = {
+            "absorbed_s": stats.median(t["absorbed"]),
+            "materialised_s": stats.median(t["materialised"]),
+            "materialised_minus_absorbed_s": d,
+            "ci": (lo, hi),
+        }
     losing = [L for L in widths if sweep[L]["materialised_minus_absorbed_s"] < 0]
     empirical = min(losing) if losing else None
     at_b = sweep[b]
@@ -47,12 +62,28 @@ def test_crossover(mla):
     lo, hi = -at_b["ci"][1] / base, -at_b["ci"][0] / base
     tol = mla.gates["tolerance"]
     mla.metric("sweep", {str(L): s for L, s in sweep.items()})
-    mla.metric("crossover", {"cache": T, "formula_widest_absorbed": b, "empirical_first_width_materialised_wins": empirical,
-                             "absorbed_slowdown_at_formula": slowdown, "ci": (lo, hi), "tolerance": tol})
+    mla.metric(
+        "crossover",
+        {
+            "cache": T,
+            "formula_widest_absorbed": b,
+            "empirical_first_width_materialised_wins": empirical,
+            "absorbed_slowdown_at_formula": slowdown,
+            "ci": (lo, hi),
+            "tolerance": tol,
+        },
+    )
     if lo > tol:
-        raise AssertionError(f"at the formula's width L={b} (T={T}) the absorbed path is {slowdown:.0%} slower than materialising (interval {lo:.0%}..{hi:.0%}, tolerance {tol:.0%}); materialising first wins at L={empirical}")
+        raise AssertionError(
+            f"at the formula's width L={b} (T={T}) the absorbed path is {slowdown:.0%} slower "
+            f"than materialising (interval {lo:.0%}..{hi:.0%}, tolerance {tol:.0%}); "
+            f"materialising first wins at L={empirical}"
+        )
     if hi > tol:
-        raise Invalid(f"inconclusive at L={b}: absorbed is {slowdown:+.0%} vs materialised, interval {lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance")
+        raise Invalid(
+            f"inconclusive at L={b}: absorbed is {slowdown:+.0%} vs materialised, interval "
+            f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance"
+        )
 
 
 # --- what the report and the history show ------------------------------------------------
@@ -67,7 +98,11 @@ def crossover_plots(rows: list[dict]) -> list[plots.Plot]:
         if not isinstance(m.get("sweep"), dict):
             continue
         sweep = sorted(((float(L), v) for L, v in m["sweep"].items()), key=lambda kv: kv[0])
-        a = [(L, v["absorbed_s"] * 1e3) for L, v in sweep if plots.num(v.get("absorbed_s")) is not None]
+        a = [
+            (L, v["absorbed_s"] * 1e3)
+            for L, v in sweep
+            if plots.num(v.get("absorbed_s")) is not None
+        ]
         mat = [
             (L, v["materialised_s"] * 1e3)
             for L, v in sweep
@@ -82,17 +117,31 @@ def crossover_plots(rows: list[dict]) -> list[plots.Plot]:
         if emp is not None and emp != formula:
             markers.append(plots.Marker(emp, f"measured {int(emp)}", "#d62728"))
         geo, backend = results.geometry_label(r), r.get("backend", "")
-        title = f"crossover: {r['module']} · {geo} · {r['arm']} · {backend} (T={c.get('cache', '?')})"
+        title = (
+            f"crossover: {r['module']} · {geo} · {r['arm']} · {backend} (T={c.get('cache', '?')})"
+        )
         series = [
             plots.Series("forced absorbed", a, plots.PALETTE[0]),
             plots.Series("forced materialised", mat, plots.PALETTE[1]),
         ]
         svg = plots.line_chart(
-            title, series, "queries per step L", "step time, ms",
-            x_log=True, y_log=True, x_base=2, markers=markers,
+            title,
+            series,
+            "queries per step L",
+            "step time, ms",
+            x_log=True,
+            y_log=True,
+            x_base=2,
+            markers=markers,
         )
-        name = plots.slug("crossover", r["module"], geo, r["arm"], backend, plots.short(r["case_id"]))
-        out.append(plots.Plot("crossover", name, title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"))
+        name = plots.slug(
+            "crossover", r["module"], geo, r["arm"], backend, plots.short(r["case_id"])
+        )
+        out.append(
+            plots.Plot(
+                "crossover", name, title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"
+            )
+        )
     return out
 
 
@@ -107,7 +156,9 @@ PLOTS = suites.PlotSection(
 )
 KEY_FIGURES = (
     suites.KeyFigure(
-        "crossover_slowdown", "absorbed slowdown at the formula's width", "%",
+        "crossover_slowdown",
+        "absorbed slowdown at the formula's width",
+        "%",
         lambda r: r["metrics"]["crossover"]["absorbed_slowdown_at_formula"] * 100,
         lambda r: tuple(x * 100 for x in r["metrics"]["crossover"]["ci"]),
     ),

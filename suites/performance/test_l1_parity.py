@@ -22,7 +22,9 @@ GATES = {
     "retries": gates.Int(0, 10),  # tries after the first while the interval straddles the tolerance
     "samples": gates.Samples(),  # paired samples a side per try
     "confidence": gates.Number(0.5, 0.9999),  # of each try's interval
-    "max_cache": gates.Int(1, optional=True),  # the longest cache compared (parity needs no 64K cache)
+    "max_cache": gates.Int(
+        1, optional=True
+    ),  # the longest cache compared (parity needs no 64K cache)
 }
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
@@ -39,40 +41,74 @@ def test_l1_parity(mla):
     fp_a, fp_b = mla.ctx.pool.get(arm).fingerprint, mla.ctx.pool.get(baseline, replica).fingerprint
     differ = [k for k in FINGERPRINT_KEYS if fp_a.get(k) != fp_b.get(k)]
     if differ:
-        raise Invalid(f"the two workers' environments differ in {', '.join(differ)}: their timings are never compared")
+        raise Invalid(
+            f"the two workers' environments differ in {', '.join(differ)}: their timings are "
+            "never compared"
+        )
     rows, attempts = {}, []
     caches = [T for T in mla.profile.perf_cache_lengths if T <= gates.get("max_cache", T)]
     for T in caches:
         for attempt in range(gates["retries"] + 1):
             mla.prime(ours, T)
             mla.prime(theirs, T, arm=baseline, replica=replica)
-            t = mla.interleaved([
-                {"label": "arm", "key": ours, "L": 1},
-                {"label": "baseline", "key": theirs, "L": 1, "arm": baseline, "replica": replica},
-            ], samples=gates["samples"])
+            t = mla.interleaved(
+                [
+                    {"label": "arm", "key": ours, "L": 1},
+                    {
+                        "label": "baseline",
+                        "key": theirs,
+                        "L": 1,
+                        "arm": baseline,
+                        "replica": replica,
+                    },
+                ],
+                samples=gates["samples"],
+            )
             change, lo, hi = stats.paired_change(t["arm"], t["baseline"], gates["confidence"])
-            decided = "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
-            attempts.append({"T": T, "attempt": attempt, "change": change, "ci": (lo, hi), "confidence": gates["confidence"],
-                             "decided": decided, "arm_s": stats.median(t["arm"]), "baseline_s": stats.median(t["baseline"])})
+            decided = (
+                "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
+            )
+            attempts.append(
+                {
+                    "T": T,
+                    "attempt": attempt,
+                    "change": change,
+                    "ci": (lo, hi),
+                    "confidence": gates["confidence"],
+                    "decided": decided,
+                    "arm_s": stats.median(t["arm"]),
+                    "baseline_s": stats.median(t["baseline"]),
+                }
+            )
             if decided:
                 break
         rows[str(T)] = attempts[-1]
     mla.metric("l1", rows)
     mla.metric("attempts", attempts)
     mla.metric("aa", aa)
-    mla.metric("detectable_difference", stats.detectable_difference([a["change"] for a in attempts]) if aa else None)
+    mla.metric(
+        "detectable_difference",
+        stats.detectable_difference([a["change"] for a in attempts]) if aa else None,
+    )
     who = f"{baseline}{' (A/A)' if aa else ''}"
 
     def said(r: dict) -> str:
-        return (f"{r['change']:+.1%} at T={r['T']} (interval {r['ci'][0]:+.1%}..{r['ci'][1]:+.1%} at {r['confidence']:.0%}; "
-                f"{arm}: {r['arm_s'] * 1e3:.3f} ms, {who}: {r['baseline_s'] * 1e3:.3f} ms)")
+        return (
+            f"{r['change']:+.1%} at T={r['T']} (interval {r['ci'][0]:+.1%}..{r['ci'][1]:+.1%} at "
+            f"{r['confidence']:.0%}; "
+            f"{arm}: {r['arm_s'] * 1e3:.3f} ms, {who}: {r['baseline_s'] * 1e3:.3f} ms)"
+        )
 
     failed = [r for r in rows.values() if r["decided"] == "fail"]
-    assert not failed, f"L = 1 changed beyond the {tol:.0%} tolerance: " + "; ".join(said(r) for r in failed)
+    assert not failed, f"L = 1 changed beyond the {tol:.0%} tolerance: " + "; ".join(
+        said(r) for r in failed
+    )
     open_rows = [r for r in rows.values() if r["decided"] is None]
     if open_rows:
-        raise Invalid(f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} tolerance: "
-                      + "; ".join(said(r) for r in open_rows))
+        raise Invalid(
+            f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} "
+            "tolerance: " + "; ".join(said(r) for r in open_rows)
+        )
 
 
 # --- what the history shows --------------------------------------------------------------
@@ -80,7 +116,9 @@ def test_l1_parity(mla):
 ORDER = 30
 KEY_FIGURES = (
     suites.KeyFigure(
-        "l1_change", "worst |L=1 change| vs baseline", "%",
+        "l1_change",
+        "worst |L=1 change| vs baseline",
+        "%",
         lambda r: max(abs(v["change"]) for v in r["metrics"]["l1"].values()) * 100,
     ),
 )

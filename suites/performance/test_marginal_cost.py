@@ -41,23 +41,48 @@ def test_marginal_cost(mla):
     for L in widths[1:]:
         mc = stats.marginal_cost({T: (t["L=1"], t[f"L={L}"]) for T, t in by_t.items()})
         table[f"L={L}"] = {
-            "per_T": {str(T): {"marginal_s": v["marginal"], "ci_s": v["ci"], "relative": v["marginal"] / stats.median(by_t[T]["L=1"])} for T, v in mc["per_T"].items()},
-            "slope_s_per_token": mc["slope"], "slope_ci": mc["slope_ci"],
+            "per_T": {
+                str(T): {
+                    "marginal_s": v["marginal"],
+                    "ci_s": v["ci"],
+                    "relative": v["marginal"] / stats.median(by_t[T]["L=1"]),
+                }
+                for T, v in mc["per_T"].items()
+            },
+            "slope_s_per_token": mc["slope"],
+            "slope_ci": mc["slope_ci"],
         }
     mla.metric("marginal", table)
     mla.metric("l1_median_s", {str(T): stats.median(t["L=1"]) for T, t in by_t.items()})
     lo_t, hi_t = min(by_t), max(by_t)
     two = table["L=2"]["per_T"]
     if two[str(lo_t)]["marginal_s"] > 0:
-        mla.metric("growth", {"ratio": two[str(hi_t)]["marginal_s"] / two[str(lo_t)]["marginal_s"], "from_T": lo_t, "to_T": hi_t})
+        mla.metric(
+            "growth",
+            {
+                "ratio": two[str(hi_t)]["marginal_s"] / two[str(lo_t)]["marginal_s"],
+                "from_T": lo_t,
+                "to_T": hi_t,
+            },
+        )
     l1 = stats.median(by_t[hi_t]["L=1"])
-    rel, lo, hi = two[str(hi_t)]["relative"], two[str(hi_t)]["ci_s"][0] / l1, two[str(hi_t)]["ci_s"][1] / l1
+    rel, lo, hi = (
+        two[str(hi_t)]["relative"],
+        two[str(hi_t)]["ci_s"][0] / l1,
+        two[str(hi_t)]["ci_s"][1] / l1,
+    )
     bound = gates["max_relative"]
     mla.metric("gate", {"relative_marginal": rel, "ci": (lo, hi), "T": hi_t, "bound": bound})
     if lo > bound:
-        raise AssertionError(f"at T={hi_t} the second query costs {rel:.1f} decode steps (interval {lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache")
+        raise AssertionError(
+            f"at T={hi_t} the second query costs {rel:.1f} decode steps (interval "
+            f"{lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache"
+        )
     if hi > bound:
-        raise Invalid(f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval {lo:.2f}-{hi:.2f} straddles the bound {bound}")
+        raise Invalid(
+            f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval "
+            f"{lo:.2f}-{hi:.2f} straddles the bound {bound}"
+        )
 
 
 # --- what the report and the history show ------------------------------------------------
@@ -91,10 +116,18 @@ def marginal_plots(rows: list[dict]) -> list[plots.Plot]:
                 series.append(plots.Series(f"{r['arm']} decode step", l1_pts, colour, dashed=True))
         title = f"marginal cost: {module} · {geo} · {backend} {dtype}"
         svg = plots.line_chart(
-            title, series, "cache length T (tokens)", "time(L=2) - time(L=1), ms",
-            x_log=True, y_log=True, x_base=2, note="bars: 95% bootstrap interval",
+            title,
+            series,
+            "cache length T (tokens)",
+            "time(L=2) - time(L=1), ms",
+            x_log=True,
+            y_log=True,
+            x_base=2,
+            note="bars: 95% bootstrap interval",
         )
-        out.append(plots.Plot("marginal", plots.slug("marginal", module, geo, backend, dtype), title, svg))
+        out.append(
+            plots.Plot("marginal", plots.slug("marginal", module, geo, backend, dtype), title, svg)
+        )
     return out
 
 
@@ -114,7 +147,9 @@ PLOTS = suites.PlotSection(
 )
 KEY_FIGURES = (
     suites.KeyFigure(
-        "marginal_ms", "L=2 marginal cost at the longest cache", "ms",
+        "marginal_ms",
+        "L=2 marginal cost at the longest cache",
+        "ms",
         lambda r: _longest(r)["marginal_s"] * 1e3,
         lambda r: tuple(x * 1e3 for x in _longest(r)["ci_s"]),
     ),

@@ -23,25 +23,49 @@ class Parser(argparse.ArgumentParser):
 
 
 def common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", type=Path, default=None, help="matrix file (default: ./matrix.yaml, else the bundled one)")
-    p.add_argument("--cache", type=Path, default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
+    p.add_argument(
+        "--matrix",
+        type=Path,
+        default=None,
+        help="matrix file (default: ./matrix.yaml, else the bundled one)",
+    )
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)",
+    )
 
 
 def selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     p.add_argument("--module", action="append", default=[], help="only this module (repeatable)")
     p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
-    p.add_argument("--kind", choices=("correctness", "performance"), default=None, help="only the suites of this kind")
     p.add_argument(
-        "--profile", default=None,
-        help="quick (2-core CPU) or full (GPU / Apple Silicon); default: the runner's profile in the matrix, else quick",
+        "--kind",
+        choices=("correctness", "performance"),
+        default=None,
+        help="only the suites of this kind",
     )
     p.add_argument(
-        "--backend", choices=BACKENDS, default=None,
-        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner defaults to "
+        "--profile",
+        default=None,
+        help="quick (2-core CPU) or full (GPU / Apple Silicon); default: the runner's profile in "
+        "the matrix, else quick",
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner "
+        "defaults to "
         "the first of metal on macOS, else cpu)",
     )
-    p.add_argument("--runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)")
+    p.add_argument(
+        "--runner",
+        default=None,
+        help="runner label (default: $MLAGATE_RUNNER, else the first label of the backend)",
+    )
 
 
 def workers(text: str) -> int:
@@ -60,7 +84,9 @@ def context(args):
     """The matrix, backend and runner of a command (the runner's profile when none is given)."""
     matrix = load(args.matrix or default_path())
     try:
-        runner, backend = backends.chosen(matrix, getattr(args, "runner", None), getattr(args, "backend", None))
+        runner, backend = backends.chosen(
+            matrix, getattr(args, "runner", None), getattr(args, "backend", None)
+        )
     except backends.BackendError as exc:
         raise UsageError(str(exc)) from None
     if getattr(args, "profile", None) is None:
@@ -75,7 +101,9 @@ def suites(matrix, args) -> tuple[str, ...]:
     for s in args.suite:
         if s in matrix.suites and matrix.suites[s].kind != args.kind:
             raise UsageError(f"--suite {s} is a {matrix.suites[s].kind} suite, not {args.kind}")
-    chosen = tuple(args.suite) or tuple(s for s in matrix.suites if matrix.suites[s].kind == args.kind)
+    chosen = tuple(args.suite) or tuple(
+        s for s in matrix.suites if matrix.suites[s].kind == args.kind
+    )
     if not chosen:
         raise UsageError(f"--kind: {matrix.path} has no {args.kind} suites")
     return chosen

@@ -16,12 +16,28 @@ def add_parser(sub) -> None:
     p = sub.add_parser("arms", help="materialise and check the arms")
     cargs.common(p)
     p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
-    p.add_argument("--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz")
-    p.add_argument("--import", dest="import_", type=Path, default=None, help="unpack an exported arm cache first")
-    p.add_argument("--keys", action="store_true",
-                   help="only print each arm's cache key, installing nothing (the arms runners/cleanup.sh keeps)")
-    p.add_argument("--verify", action="store_true",
-                   help="check each installed arm against its content manifest, installing nothing; exit 1 when one changed")
+    p.add_argument(
+        "--export", type=Path, default=None, help="pack the materialised arms into this .tar.gz"
+    )
+    p.add_argument(
+        "--import",
+        dest="import_",
+        type=Path,
+        default=None,
+        help="unpack an exported arm cache first",
+    )
+    p.add_argument(
+        "--keys",
+        action="store_true",
+        help="only print each arm's cache key, installing nothing (the arms runners/cleanup.sh "
+        "keeps)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check each installed arm against its content manifest, installing nothing; exit 1 "
+        "when one changed",
+    )
 
 
 def verify(matrix, args) -> int:
@@ -60,7 +76,10 @@ def main(args) -> int:
         return 0
     installs = execute.installs_for(matrix, Selection(arms=tuple(args.arm)), args.cache)
     for inst in installs.values():
-        print(f"{inst.arm.id:28} {inst.arm.role:8} {inst.runtime.distribution} {inst.version:10} {inst.key}  {inst.site}")
+        print(
+            f"{inst.arm.id:28} {inst.arm.role:8} {inst.runtime.distribution} {inst.version:10} "
+            f"{inst.key}  {inst.site}"
+        )
     if args.export:
         arms_mod.export(installs, args.export)
         print(f"exported {len(installs)} arms to {args.export}")

@@ -8,11 +8,20 @@ from mlagate.gate import compare
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare",
-                       help="what changed from run A to run B: verdicts, key figures with intervals; exit 1 when anything got worse")
-    p.add_argument("a", help="the earlier run: an output folder, results/ folder, .tgz or merged.json (with --history: a commit)")
+    p = sub.add_parser(
+        "compare",
+        help="what changed from run A to run B: verdicts, key figures with intervals; exit 1 when "
+        "anything got worse",
+    )
+    p.add_argument(
+        "a",
+        help="the earlier run: an output folder, results/ folder, .tgz or merged.json (with "
+        "--history: a commit)",
+    )
     p.add_argument("b", help="the later run, as A")
-    p.add_argument("--history", type=Path, default=None, help="A and B are commits of this history directory")
+    p.add_argument(
+        "--history", type=Path, default=None, help="A and B are commits of this history directory"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 

@@ -12,8 +12,15 @@ from mlagate.gate.errors import UsageError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("costs", help="derive the shard cost table from results on disk")
-    p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
-    p.add_argument("--out", type=Path, default=None, help="write the table here (default: print it)")
+    p.add_argument(
+        "dirs",
+        nargs="+",
+        type=Path,
+        help="output directories of mlagate run (or their results/ folders)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="write the table here (default: print it)"
+    )
 
 
 def main(args) -> int:

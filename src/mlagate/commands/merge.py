@@ -8,10 +8,29 @@ from mlagate.gate import merge
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("merge", help="merge shard result directories into one; refuse duplicates, report missing cases and shards")
-    p.add_argument("dirs", nargs="+", type=Path, help="output directories of mlagate run (or their results/ folders)")
-    p.add_argument("--out", type=Path, required=True, help="merged output directory (results/, logs/, merge.json)")
-    p.add_argument("--plan", type=Path, default=None, help="the plan written by mlagate plan --manifest: the cases expected")
+    p = sub.add_parser(
+        "merge",
+        help="merge shard result directories into one; refuse duplicates, report missing cases "
+        "and shards",
+    )
+    p.add_argument(
+        "dirs",
+        nargs="+",
+        type=Path,
+        help="output directories of mlagate run (or their results/ folders)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="merged output directory (results/, logs/, merge.json)",
+    )
+    p.add_argument(
+        "--plan",
+        type=Path,
+        default=None,
+        help="the plan written by mlagate plan --manifest: the cases expected",
+    )
 
 
 def main(args) -> int:

@@ -17,30 +17,56 @@ from mlagate.plan import Selection
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module")
+    p = sub.add_parser(
+        "plan", help="expand the matrix into cases; fail if an arm holds an unregistered MLA module"
+    )
     cargs.common(p)
     cargs.selection(p)
-    p.add_argument("--format", choices=("table", "json", "github"), default="table",
-                   help="github: KEY=VALUE lines for $GITHUB_OUTPUT (the gate's job matrices)")
-    p.add_argument("--shards", type=int, default=1, help="with --format github: correctness shards per runner")
-    p.add_argument("--manifest", type=Path, default=None,
-                   help="with --format github: write the plan (every job's case ids) here, for mlagate merge --plan")
-    p.add_argument("--costs", type=Path, default=None, help="cost table for balancing shards (default: the bundled costs.json)")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "github"),
+        default="table",
+        help="github: KEY=VALUE lines for $GITHUB_OUTPUT (the gate's job matrices)",
+    )
+    p.add_argument(
+        "--shards", type=int, default=1, help="with --format github: correctness shards per runner"
+    )
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        default=None,
+        help="with --format github: write the plan (every job's case ids) here, for mlagate merge "
+        "--plan",
+    )
+    p.add_argument(
+        "--costs",
+        type=Path,
+        default=None,
+        help="cost table for balancing shards (default: the bundled costs.json)",
+    )
 
 
 def github(args) -> int:
-    """KEY=VALUE lines for $GITHUB_OUTPUT: the job matrices of every gate runner (or of --runner)."""
+    """KEY=VALUE lines for $GITHUB_OUTPUT: the job matrices of every gate runner (or of
+    --runner)."""
     matrix = load(args.matrix or default_path())
     runner = args.runner or os.environ.get("MLAGATE_RUNNER")
     if runner is not None and runner not in matrix.runners:
-        raise UsageError(f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})")
+        raise UsageError(
+            f"--runner: unknown runner label {runner!r} (matrix has {', '.join(matrix.runners)})"
+        )
     runners = [runner] if runner else [label for label, r in matrix.runners.items() if r.gate]
     if not runners:
         raise UsageError(f"{matrix.path}: no runner has gate: true; give --runner")
     if args.suite or args.module or args.arm or args.kind:
-        raise UsageError("plan --format github plans the whole matrix: --suite, --module, --arm and --kind do not apply")
+        raise UsageError(
+            "plan --format github plans the whole matrix: --suite, --module, --arm and --kind do "
+            "not apply"
+        )
     if args.profile is not None and args.profile not in matrix.profiles:
-        raise UsageError(f"--profile: unknown profile {args.profile!r} (matrix has {', '.join(matrix.profiles)})")
+        raise UsageError(
+            f"--profile: unknown profile {args.profile!r} (matrix has {', '.join(matrix.profiles)})"
+        )
     costs = shard.load_costs(args.costs) if args.costs else None
     gate = execute.gate_plan(matrix, runners, args.shards, args.cache, args.profile, costs)
     for key, value in gate.outputs().items():
@@ -62,13 +88,27 @@ def main(args) -> int:
     if args.format == "json":
         print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
     else:
-        print(f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} evidence")
+        print(
+            f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} "
+            "evidence"
+        )
         for c in outcome.cases:
-            print(f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} {c.dtype:9} {c.evidence}")
-        print(runopts.plan_footer(outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None))
+            print(
+                f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} "
+                f"{c.dtype:9} {c.evidence}"
+            )
+        print(
+            runopts.plan_footer(
+                outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None
+            )
+        )
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
     for gap in outcome.gaps:
-        print(f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not register: "
-              f"{', '.join(gap.missing)}", file=sys.stderr)
+        print(
+            f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not "
+            "register: "
+            f"{', '.join(gap.missing)}",
+            file=sys.stderr,
+        )
     return outcome.exit_code

@@ -18,23 +18,61 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run suites; write one JSON result per case under OUT/results/")
     cargs.common(p)
     cargs.selection(p)
-    p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: reports/latest); held by this run, a second run on it is refused")
-    p.add_argument("-n", "--workers", type=cargs.workers, default=1,
-                   help="pytest-xdist workers for correctness suites, or auto (one per CPU); "
-                   "performance suites always run serially")
-    p.add_argument("--aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself (noise floor)")
-    p.add_argument("--cpu", default="auto",
-                   help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), none, or a number")
-    p.add_argument("--shard", default=None, metavar="I/N",
-                   help="run only shard I of N of the selected cases (balanced by cost; performance cases stay together)")
-    p.add_argument("--costs", type=Path, default=None,
-                   help="cost table for balancing shards and the time estimate (default: the bundled costs.json)")
-    p.add_argument("--head", type=Path, default=None, metavar="PATH",
-                   help="a runtime checkout: its working tree is the arm head, compared with its "
-                   "merge base (mlagate.gate.headbase)")
-    p.add_argument("--base", default=None, metavar="REF",
-                   help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or main)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory (default: reports/latest); held by this run, a second run on it is "
+        "refused",
+    )
+    p.add_argument(
+        "-n",
+        "--workers",
+        type=cargs.workers,
+        default=1,
+        help="pytest-xdist workers for correctness suites, or auto (one per CPU); "
+        "performance suites always run serially",
+    )
+    p.add_argument(
+        "--aa",
+        action="store_true",
+        help="A/A mode: compare every arm with a second worker of itself (noise floor)",
+    )
+    p.add_argument(
+        "--cpu",
+        default="auto",
+        help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), "
+        "none, or a number",
+    )
+    p.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N of the selected cases (balanced by cost; performance cases "
+        "stay together)",
+    )
+    p.add_argument(
+        "--costs",
+        type=Path,
+        default=None,
+        help="cost table for balancing shards and the time estimate (default: the bundled "
+        "costs.json)",
+    )
+    p.add_argument(
+        "--head",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a runtime checkout: its working tree is the arm head, compared with its "
+        "merge base (mlagate.gate.headbase)",
+    )
+    p.add_argument(
+        "--base",
+        default=None,
+        metavar="REF",
+        help="with --head: the branch or commit head left (default: origin/HEAD, origin/main or "
+        "main)",
+    )
     runopts.options(p)
 
 
@@ -56,8 +94,15 @@ def _print_replays(summary) -> None:
             print(f"replay {row['case_id']}: {row['replay']}")
             rep = (row.get("metrics") or {}).get("reproducers")
             if rep:
-                where = {k: v for k, v in rep[0].items() if k not in ("arm", "module", "replay", "rounds")}
-                print(f"  first failing script ({len(rep)} in all): " + " ".join(f"{k}={v}" for k, v in where.items()))
+                where = {
+                    k: v
+                    for k, v in rep[0].items()
+                    if k not in ("arm", "module", "replay", "rounds")
+                }
+                print(
+                    f"  first failing script ({len(rep)} in all): "
+                    + " ".join(f"{k}={v}" for k, v in where.items())
+                )
 
 
 def main(args) -> int:
@@ -71,9 +116,20 @@ def main(args) -> int:
     preflight.check()
     runopts.performance_health(args, matrix, selection, backend)
     outcome = execute.run(
-        matrix, selection, args.profile, backend, runner, args.out, args.workers, args.cache,
-        aa=args.aa or bool(target and target.aa), shard_spec=spec, costs=costs, cpu=args.cpu,
-        verbose=args.verbose, only=target.ids if target else None,
+        matrix,
+        selection,
+        args.profile,
+        backend,
+        runner,
+        args.out,
+        args.workers,
+        args.cache,
+        aa=args.aa or bool(target and target.aa),
+        shard_spec=spec,
+        costs=costs,
+        cpu=args.cpu,
+        verbose=args.verbose,
+        only=target.ids if target else None,
     )
     print(results.table(outcome.summary))
     _print_replays(outcome.summary)

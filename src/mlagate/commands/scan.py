@@ -13,14 +13,20 @@ from mlagate.scan import formats, guards
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("scan", help="find single-query guards on MLA and indexer fast paths in source code")
+    p = sub.add_parser(
+        "scan", help="find single-query guards on MLA and indexer fast paths in source code"
+    )
     cargs.common(p)
     p.add_argument("paths", nargs="*", type=Path, help="files or folders to scan")
     p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
     p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
-    p.add_argument("--root", type=Path, default=None,
-                   help="paths in findings are relative to this folder, where SARIF and annotations resolve "
-                   "(default: the git repository's root, else the current folder)")
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="paths in findings are relative to this folder, where SARIF and annotations resolve "
+        "(default: the git repository's root, else the current folder)",
+    )
 
 
 def main(args) -> int:
@@ -29,7 +35,9 @@ def main(args) -> int:
     runtimes = set(matrix.runtimes)
     if args.arm:
         if args.arm not in matrix.arms:
-            raise UsageError(f"--arm: unknown arm {args.arm!r} (matrix has {', '.join(matrix.arms)})")
+            raise UsageError(
+                f"--arm: unknown arm {args.arm!r} (matrix has {', '.join(matrix.arms)})"
+            )
         arm = matrix.arms[args.arm]
         inst = arms_mod.materialise(arm, matrix.runtimes[arm.runtime], args.cache)
         paths.append(inst.site / inst.runtime.package)

@@ -1,7 +1,8 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
 Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of
-each suite (mlagate.suites.KeyFigure) with their 95 % intervals where the suite records one. Worse (exit 1): a case
+each suite (mlagate.suites.KeyFigure) with their 95 % intervals where the suite records one. Worse
+(exit 1): a case
 whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
 a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
 bad way with the two intervals apart. A figure without intervals is shown, never judged; a

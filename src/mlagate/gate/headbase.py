@@ -90,13 +90,15 @@ def known_modules(matrix: Matrix, runtime: str, head: Path) -> dict[str, str]:
     for imp, cls in scanner.discover(head, package):
         if (imp, cls) not in registered:
             raise HeadBaseError(
-                f"--head {head}: MLA class {cls} in {imp} is not in {matrix.path}: add a modules: entry "
+                f"--head {head}: MLA class {cls} in {imp} is not in {matrix.path}: add a modules: "
+                "entry "
                 f"with import: {imp}, attention: {cls}, model, args and geometries"
             )
         chosen[registered[(imp, cls)]] = cls
     if not chosen:
         raise HeadBaseError(
-            f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) under {package}/"
+            f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) "
+            f"under {package}/"
         )
     return chosen
 

@@ -1,4 +1,5 @@
-"""Runner health: is this machine fit to run the gate now? One check per concern, each with a reason.
+"""Runner health: is this machine fit to run the gate now? One check per concern, each with a
+reason.
 
 macOS: on AC power, Low Power Mode off, thermal state nominal, free memory, no other MLX
 process, a Metal device. Linux: load, free memory, no other MLX process, the CPU frequency
@@ -47,16 +48,32 @@ class Report:
     def text(self) -> str:
         role = "performance runner" if self.performance else "correctness runner"
         lines = [f"mlagate health: {self.system}, {role}, backend {self.backend}"]
-        lines += [f"{c.status.upper() if c.status == 'fail' else c.status:5} {c.name:14} {c.detail}" for c in self.checks]
+        lines += [
+            f"{c.status.upper() if c.status == 'fail' else c.status:5} {c.name:14} {c.detail}"
+            for c in self.checks
+        ]
         if self.failed:
             lines.append(f"unfit: {', '.join(c.name for c in self.failed)}")
         else:
-            lines.append(f"fit: {sum(c.status == 'ok' for c in self.checks)} ok, {sum(c.status == 'warn' for c in self.checks)} warnings, {sum(c.status == 'skip' for c in self.checks)} not readable")
+            lines.append(
+                f"fit: {sum(c.status == 'ok' for c in self.checks)} ok, "
+                f"{sum(c.status == 'warn' for c in self.checks)} warnings, "
+                f"{sum(c.status == 'skip' for c in self.checks)} not readable"
+            )
         return "\n".join(lines)
 
     def json(self) -> str:
-        return json.dumps({"schema": "mlagate.health/1", "system": self.system, "performance": self.performance, "backend": self.backend,
-                           "fit": not self.failed, "checks": [asdict(c) for c in self.checks]}, indent=1)
+        return json.dumps(
+            {
+                "schema": "mlagate.health/1",
+                "system": self.system,
+                "performance": self.performance,
+                "backend": self.backend,
+                "fit": not self.failed,
+                "checks": [asdict(c) for c in self.checks],
+            },
+            indent=1,
+        )
 
 
 class System:
@@ -83,7 +100,8 @@ class System:
         return os.cpu_count() or 1
 
     def own_pids(self) -> set[int]:
-        """This process and its ancestors (a health check started by an MLX job is not another job)."""
+        """This process and its ancestors (a health check started by an MLX job is not another
+        job)."""
         pids, pid = set(), os.getpid()
         while pid > 1 and pid not in pids:
             pids.add(pid)
@@ -95,7 +113,10 @@ class System:
         return pids
 
     def governors(self) -> list[str]:
-        found = (self.read(str(p)) for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor"))
+        found = (
+            self.read(str(p))
+            for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")
+        )
         return sorted({g.strip() for g in found if g is not None})
 
 
@@ -115,24 +136,35 @@ def parse_low_power(pmset_g: str) -> bool | None:
 
 
 def parse_thermal(pmset_therm: str) -> tuple[bool, str]:
-    """(nominal, detail) from `pmset -g therm`: a recorded warning level above 0 or a CPU speed limit below 100 is not nominal."""
+    """(nominal, detail) from `pmset -g therm`: a recorded warning level above 0 or a CPU speed
+    limit below 100 is not nominal."""
     problems = []
     for line in pmset_therm.splitlines():
         m = re.search(r"(thermal|performance) warning level\D*(\d+)", line, re.IGNORECASE)
-        if m and not re.search(r"\bno (thermal|performance) warning level", line, re.IGNORECASE) and int(m.group(2)) > 0:
+        if (
+            m
+            and not re.search(r"\bno (thermal|performance) warning level", line, re.IGNORECASE)
+            and int(m.group(2)) > 0
+        ):
             problems.append(f"{m.group(1).lower()} warning level {m.group(2)}")
     m = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", pmset_therm)
     if m and int(m.group(1)) < 100:
         problems.append(f"CPU speed limited to {m.group(1)} %")
-    return (not problems, "; ".join(problems) or "no thermal or performance warning, CPU speed not limited")
+    return (
+        not problems,
+        "; ".join(problems) or "no thermal or performance warning, CPU speed not limited",
+    )
 
 
 def parse_vm_stat(vm_stat: str) -> int | None:
-    """Available bytes from `vm_stat`: free + inactive + speculative pages (what macOS can hand out without swapping)."""
+    """Available bytes from `vm_stat`: free + inactive + speculative pages (what macOS can hand out
+    without swapping)."""
     size = re.search(r"page size of (\d+) bytes", vm_stat)
     if size is None:
         return None
-    pages = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", vm_stat, re.MULTILINE))
+    pages = dict(
+        re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", vm_stat, re.MULTILINE)
+    )
     if "free" not in pages:
         return None
     return sum(int(v) for v in pages.values()) * int(size.group(1))
@@ -145,7 +177,10 @@ def parse_memsize(sysctl: str) -> int | None:
 
 def parse_meminfo(meminfo: str) -> tuple[int, int] | None:
     """(available, total) bytes from /proc/meminfo."""
-    values = {k: int(v) * 1024 for k, v in re.findall(r"^(MemAvailable|MemTotal):\s+(\d+) kB", meminfo, re.MULTILINE)}
+    values = {
+        k: int(v) * 1024
+        for k, v in re.findall(r"^(MemAvailable|MemTotal):\s+(\d+) kB", meminfo, re.MULTILINE)
+    }
     if "MemAvailable" not in values or "MemTotal" not in values:
         return None
     return values["MemAvailable"], values["MemTotal"]
@@ -161,7 +196,8 @@ def parse_metal(displays: str) -> str | None:
 
 
 def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
-    """Processes of `ps -A -o pid= -o args=` that run MLX or an mlagate worker, except the excluded pids."""
+    """Processes of `ps -A -o pid= -o args=` that run MLX or an mlagate worker, except the excluded
+    pids."""
     found = []
     for line in ps.splitlines():
         parts = line.strip().split(None, 1)
@@ -176,17 +212,28 @@ def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
 
 
 def parse_nvidia(query: str) -> list[dict]:
-    """GPUs from `nvidia-smi --query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader,nounits`."""
+    """GPUs from `nvidia-smi
+    --query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active
+    --format=csv,noheader,nounits`."""
     gpus = []
     for line in query.strip().splitlines():
         cols = [c.strip() for c in line.split(",")]
         if len(cols) >= 5:
-            gpus.append({"name": cols[0], "used_mib": _number(cols[1]), "total_mib": _number(cols[2]), "temp_c": _number(cols[3]), "throttle": cols[4]})
+            gpus.append(
+                {
+                    "name": cols[0],
+                    "used_mib": _number(cols[1]),
+                    "total_mib": _number(cols[2]),
+                    "temp_c": _number(cols[3]),
+                    "throttle": cols[4],
+                }
+            )
     return gpus
 
 
 def _number(field: str) -> int | str:
-    """An nvidia-smi number, or the field as printed ("[N/A]", "[Not Supported]") when it is none."""
+    """An nvidia-smi number, or the field as printed ("[N/A]", "[Not Supported]") when it is
+    none."""
     try:
         return int(float(field))
     except ValueError:
@@ -203,7 +250,11 @@ def _strict(performance: bool) -> str:
 def _memory(available: int | None, total: int | None, need_gb: float) -> Check:
     if available is None:
         return Check("memory", "skip", "free memory not readable")
-    text = f"{available / GIB:.1f} GiB available" + (f" of {total / GIB:.1f} GiB" if total else "") + f" (need {need_gb:g})"
+    text = (
+        f"{available / GIB:.1f} GiB available"
+        + (f" of {total / GIB:.1f} GiB" if total else "")
+        + f" (need {need_gb:g})"
+    )
     return Check("memory", "ok" if available >= need_gb * GIB else "fail", text)
 
 
@@ -214,8 +265,12 @@ def _processes(system: System, performance: bool) -> Check:
     others = mlx_processes(ps, system.own_pids())
     if not others:
         return Check("mlx-processes", "ok", "no other MLX process")
-    listed = "; ".join(f"{pid} {args}" for pid, args in others[:3]) + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
-    return Check("mlx-processes", _strict(performance), f"{len(others)} other MLX processes: {listed}")
+    listed = "; ".join(f"{pid} {args}" for pid, args in others[:3]) + (
+        f" (+{len(others) - 3} more)" if len(others) > 3 else ""
+    )
+    return Check(
+        "mlx-processes", _strict(performance), f"{len(others)} other MLX processes: {listed}"
+    )
 
 
 def check_macos(system: System, performance: bool, backend: str, need_gb: float) -> list[Check]:
@@ -225,13 +280,25 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
     if source is None:
         checks.append(Check("power", "skip", "pmset -g batt gave no power source"))
     else:
-        checks.append(Check("power", "ok" if source == "AC Power" else _strict(performance), f"drawing from {source}"))
+        checks.append(
+            Check(
+                "power",
+                "ok" if source == "AC Power" else _strict(performance),
+                f"drawing from {source}",
+            )
+        )
     settings = system.run("pmset", "-g")
     low = parse_low_power(settings) if settings is not None else None
     if low is None:
         checks.append(Check("low-power-mode", "skip", "pmset -g has no lowpowermode line"))
     else:
-        checks.append(Check("low-power-mode", _strict(performance) if low else "ok", "Low Power Mode on" if low else "Low Power Mode off"))
+        checks.append(
+            Check(
+                "low-power-mode",
+                _strict(performance) if low else "ok",
+                "Low Power Mode on" if low else "Low Power Mode off",
+            )
+        )
     therm = system.run("pmset", "-g", "therm")
     if therm is None:
         checks.append(Check("thermal", "skip", "pmset -g therm did not run"))
@@ -240,14 +307,28 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
         checks.append(Check("thermal", "ok" if nominal else _strict(performance), detail))
     vm = system.run("vm_stat")
     memsize = system.run("sysctl", "-n", "hw.memsize")
-    checks.append(_memory(parse_vm_stat(vm) if vm else None, parse_memsize(memsize) if memsize else None, need_gb))
+    checks.append(
+        _memory(
+            parse_vm_stat(vm) if vm else None, parse_memsize(memsize) if memsize else None, need_gb
+        )
+    )
     checks.append(_processes(system, performance))
     if backend == "metal":
         displays = system.run("system_profiler", "SPDisplaysDataType")
         metal = parse_metal(displays) if displays is not None else None
-        checks.append(Check("metal", "ok" if metal else "fail", metal or "no Metal device in system_profiler SPDisplaysDataType"))
+        checks.append(
+            Check(
+                "metal",
+                "ok" if metal else "fail",
+                metal or "no Metal device in system_profiler SPDisplaysDataType",
+            )
+        )
     if backend == "cuda":
-        checks.append(Check("cuda", "fail", "backend cuda expected, but MLX's CUDA backend runs only on Linux"))
+        checks.append(
+            Check(
+                "cuda", "fail", "backend cuda expected, but MLX's CUDA backend runs only on Linux"
+            )
+        )
     return checks
 
 
@@ -260,39 +341,92 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
     else:
         load = float(loadavg.split()[0])
         limit = 0.5 * cpus
-        checks.append(Check("load", "ok" if load <= limit else _strict(performance), f"1-minute load {load:.2f} on {cpus} CPUs (at most {limit:g})"))
+        checks.append(
+            Check(
+                "load",
+                "ok" if load <= limit else _strict(performance),
+                f"1-minute load {load:.2f} on {cpus} CPUs (at most {limit:g})",
+            )
+        )
     meminfo = system.read("/proc/meminfo")
     mem = parse_meminfo(meminfo) if meminfo else None
     checks.append(_memory(mem[0] if mem else None, mem[1] if mem else None, need_gb))
     checks.append(_processes(system, performance))
     governors = system.governors()
     if not governors:
-        checks.append(Check("cpu-governor", "skip", "no cpufreq governor readable (virtual machine or container)"))
+        checks.append(
+            Check(
+                "cpu-governor",
+                "skip",
+                "no cpufreq governor readable (virtual machine or container)",
+            )
+        )
     else:
         fine = governors == ["performance"]
-        checks.append(Check("cpu-governor", "ok" if fine else "warn", f"scaling governor {', '.join(governors)}" + ("" if fine else " (performance is steadier for timings)")))
+        checks.append(
+            Check(
+                "cpu-governor",
+                "ok" if fine else "warn",
+                f"scaling governor {', '.join(governors)}"
+                + ("" if fine else " (performance is steadier for timings)"),
+            )
+        )
     if backend == "metal":
-        checks.append(Check("metal", "fail", "backend metal expected, but Metal runs only on macOS"))
+        checks.append(
+            Check("metal", "fail", "backend metal expected, but Metal runs only on macOS")
+        )
     if backend == "cuda":
-        query = system.run("nvidia-smi", "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active", "--format=csv,noheader,nounits")
+        query = system.run(
+            "nvidia-smi",
+            "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active",
+            "--format=csv,noheader,nounits",
+        )
         gpus = parse_nvidia(query) if query else []
         if not gpus:
-            checks.append(Check("cuda", "fail", "backend cuda expected, but nvidia-smi lists no GPU"))
+            checks.append(
+                Check("cuda", "fail", "backend cuda expected, but nvidia-smi lists no GPU")
+            )
         else:
-            checks.append(Check("cuda", "ok", "; ".join(f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C" for g in gpus)))
-            apps = system.run("nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader")
+            checks.append(
+                Check(
+                    "cuda",
+                    "ok",
+                    "; ".join(
+                        f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C"
+                        for g in gpus
+                    ),
+                )
+            )
+            apps = system.run(
+                "nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"
+            )
             others = [line.strip() for line in (apps or "").splitlines() if line.strip()]
             if apps is None:
-                checks.append(Check("gpu-processes", "skip", "nvidia-smi could not list compute processes"))
+                checks.append(
+                    Check("gpu-processes", "skip", "nvidia-smi could not list compute processes")
+                )
             else:
-                checks.append(Check("gpu-processes", "ok" if not others else _strict(performance), "no compute process on the GPU" if not others else f"compute processes: {'; '.join(others[:3])}"))
+                checks.append(
+                    Check(
+                        "gpu-processes",
+                        "ok" if not others else _strict(performance),
+                        "no compute process on the GPU"
+                        if not others
+                        else f"compute processes: {'; '.join(others[:3])}",
+                    )
+                )
     return checks
 
 
 MUST_READ_FOR_PERFORMANCE = ("power", "thermal", "memory", "mlx-processes", "gpu-processes")
 
 
-def check(system: System, performance: bool = False, backend: str = "cpu", min_free_gb: float | None = None) -> Report:
+def check(
+    system: System,
+    performance: bool = False,
+    backend: str = "cpu",
+    min_free_gb: float | None = None,
+) -> Report:
     """Run every check of this system; a performance runner gets the strict ones."""
     need = min_free_gb if min_free_gb is not None else (16.0 if performance else 8.0)
     if system.sysname == "Darwin":
@@ -301,7 +435,17 @@ def check(system: System, performance: bool = False, backend: str = "cpu", min_f
         checks = check_linux(system, performance, backend, need)
     else:
         checks = [Check("system", "fail", f"no health checks for {system.sysname}")]
-    if performance:  # timings from a machine whose power, heat, memory or other load is unknown are not taken
-        checks = [Check(c.name, "fail", f"could not be read, and a performance runner must show it: {c.detail}")
-                  if c.status == "skip" and c.name in MUST_READ_FOR_PERFORMANCE else c for c in checks]
+    if (
+        performance
+    ):  # timings from a machine whose power, heat, memory or other load is unknown are not taken
+        checks = [
+            Check(
+                c.name,
+                "fail",
+                f"could not be read, and a performance runner must show it: {c.detail}",
+            )
+            if c.status == "skip" and c.name in MUST_READ_FOR_PERFORMANCE
+            else c
+            for c in checks
+        ]
     return Report(system.sysname, performance, backend, checks)

@@ -1,4 +1,5 @@
-"""Merge the results of shards into one results directory; refuse duplicates, report what is missing."""
+"""Merge the results of shards into one results directory; refuse duplicates, report what is
+missing."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class MergeOutcome:
 
     @property
     def exit_code(self) -> int:
-        """As `mlagate run`: 1 a gate failed, 3 invalid or missing cases (or shards), 0 all passed."""
+        """As `mlagate run`: 1 a gate failed, 3 invalid or missing cases (or shards), 0 all
+        passed."""
         code = self.summary.exit_code
         if code == 0 and (self.missing_shards or self.unplanned):
             return 3
@@ -38,7 +40,10 @@ class MergeOutcome:
             lines.append(f"missing shard {s}")
         for cid in self.unplanned:
             lines.append(f"unplanned {cid} (a result for a case the plan does not hold)")
-        lines.append(f"merged {len(self.summary.rows)} results from {len(self.sources)} directories into {self.out / 'results'}")
+        lines.append(
+            f"merged {len(self.summary.rows)} results from {len(self.sources)} directories into "
+            f"{self.out / 'results'}"
+        )
         return "\n".join(lines)
 
 
@@ -48,7 +53,11 @@ def results_dir(d: Path) -> Path:
     return d / "results" if (d / "results").is_dir() or (d / MANIFEST).is_file() else d
 
 
-_KEYS = {"manifest": ("runner", "profile", "shard", "plan", "cases"), "plan": ("jobs",), "job": ("runner", "shard", "case_ids")}
+_KEYS = {
+    "manifest": ("runner", "profile", "shard", "plan", "cases"),
+    "plan": ("jobs",),
+    "job": ("runner", "shard", "case_ids"),
+}
 
 
 def _read(path: Path, schema: str, what: str) -> dict:
@@ -57,15 +66,24 @@ def _read(path: Path, schema: str, what: str) -> dict:
     except documents.DocumentError as exc:
         raise MergeError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != schema:
-        raise MergeError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {schema}")
-    items = [(what, data)] + ([(f"jobs[{i}]", j) for i, j in enumerate(data["jobs"])] if what == "plan" and isinstance(data.get("jobs"), list) else [])
+        raise MergeError(
+            f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, "
+            f"expected {schema}"
+        )
+    items = [(what, data)] + (
+        [(f"jobs[{i}]", j) for i, j in enumerate(data["jobs"])]
+        if what == "plan" and isinstance(data.get("jobs"), list)
+        else []
+    )
     for where, item in items:
         keys = _KEYS["job" if where.startswith("jobs[") else what]
         lacking = [k for k in keys if not isinstance(item, dict) or k not in item]
         if lacking:
             raise MergeError(f"{path}: {where}: missing key {lacking[0]!r}")
     if what == "manifest" and not _shard_ok(str(data["shard"])):
-        raise MergeError(f"{path}: shard: {str(data['shard'])[:40]!r} is not I/N with 1 <= I <= N <= 1000")
+        raise MergeError(
+            f"{path}: shard: {str(data['shard'])[:40]!r} is not I/N with 1 <= I <= N <= 1000"
+        )
     return data
 
 
@@ -105,7 +123,10 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
             row = results.read(path)
             key = (row["runner"], row["case_id"])
             if key in seen:
-                raise MergeError(f"case {row['case_id']} on runner {row['runner']} is in two result files: {seen[key]} and {path}")
+                raise MergeError(
+                    f"case {row['case_id']} on runner {row['runner']} is in two result files: "
+                    f"{seen[key]} and {path}"
+                )
             seen[key] = path
             rows.append((row, path))
 
@@ -118,7 +139,9 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
         expected = [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]]
     have = {f"{r}::{c}" for r, c in seen}
     expected_set = set(expected)
-    unplanned = sorted(k for k in have if k not in expected_set) if (plan is not None or manifests) else []
+    unplanned = (
+        sorted(k for k in have if k not in expected_set) if (plan is not None or manifests) else []
+    )
 
     missing_shards = []
     groups: dict[tuple[str, str, str], set[int]] = {}
@@ -133,7 +156,10 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
             if planned_shards is not None and (key[0], f"{i}/{counts[key]}") not in planned_shards:
                 continue  # the plan gave this shard no case: no job ran for it
             if i not in present:
-                missing_shards.append(f"{i}/{counts[key]} of runner {key[0]} (profile {key[1]}, plan {key[2]}): no manifest, its job did not run or its artifact is missing")
+                missing_shards.append(
+                    f"{i}/{counts[key]} of runner {key[0]} (profile {key[1]}, plan {key[2]}): no "
+                    "manifest, its job did not run or its artifact is missing"
+                )
 
     target = out / "results"
     target.mkdir(parents=True, exist_ok=True)
@@ -147,10 +173,22 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
         if logs.is_dir():
             shutil.copytree(logs, out / "logs" / Path(d).name, dirs_exist_ok=True)
 
-    summary = results.summarise([r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have])
+    summary = results.summarise(
+        [r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have]
+    )
     outcome = MergeOutcome(out, summary, [str(d) for d in dirs], missing_shards, unplanned)
-    (out / "merge.json").write_text(json.dumps({
-        "schema": "mlagate.merge/1", "sources": outcome.sources, "counts": summary.counts, "missing": summary.missing,
-        "missing_shards": missing_shards, "unplanned": unplanned, "exit_code": outcome.exit_code,
-    }, indent=1))
+    (out / "merge.json").write_text(
+        json.dumps(
+            {
+                "schema": "mlagate.merge/1",
+                "sources": outcome.sources,
+                "counts": summary.counts,
+                "missing": summary.missing,
+                "missing_shards": missing_shards,
+                "unplanned": unplanned,
+                "exit_code": outcome.exit_code,
+            },
+            indent=1,
+        )
+    )
     return outcome

@@ -71,7 +71,10 @@ def load_costs(path: Path | None = None) -> Costs:
     except documents.DocumentError as exc:
         raise ShardError(str(exc)) from None
     if data.get("schema") != COSTS_SCHEMA or not isinstance(data.get("suites"), dict):
-        raise ShardError(f"{path}: schema is {data.get('schema')!r}, expected {COSTS_SCHEMA} with a 'suites' mapping")
+        raise ShardError(
+            f"{path}: schema is {data.get('schema')!r}, expected {COSTS_SCHEMA} with a 'suites' "
+            "mapping"
+        )
     for name, suite in data["suites"].items():
         if not isinstance(suite, dict) or not isinstance(suite.get("default"), (int, float)):
             raise ShardError(f"{path}: suites.{name}.default: expected a number of seconds")
@@ -124,7 +127,9 @@ def assign(cases: list[Case], count: int, kinds: dict[str, str], costs: Costs) -
     """
     if count < 1:
         raise ShardError(f"--shards: expected a positive number, got {count}")
-    units = sorted(_units(cases, kinds), key=lambda u: (-sum(costs.of(c) for c in u), u[0].runner, u[0].id))
+    units = sorted(
+        _units(cases, kinds), key=lambda u: (-sum(costs.of(c) for c in u), u[0].runner, u[0].id)
+    )
     heap = [(0.0, i) for i in range(count)]
     where: dict[tuple[str, str], int] = {}
     for unit in units:
@@ -137,18 +142,34 @@ def assign(cases: list[Case], count: int, kinds: dict[str, str], costs: Costs) -
 
 def digest(cases: list[Case]) -> str:
     """A short fingerprint of a set of cases: shards of one plan share it."""
-    return hashlib.sha1("\n".join(sorted(f"{c.runner}::{c.id}" for c in cases)).encode()).hexdigest()[:12]
+    return hashlib.sha1(
+        "\n".join(sorted(f"{c.runner}::{c.id}" for c in cases)).encode()
+    ).hexdigest()[:12]
 
 
 # --- manifests and the gate's plan ---------------------------------------------------
 
 
-def write_manifest(out: Path, cases: list[Case], planned: list[Case], shard: tuple[int, int], profile: str, backend: str, runner: str) -> Path:
-    """What a run (or shard) was asked to run, written before it starts: merge reports what is missing."""
+def write_manifest(
+    out: Path,
+    cases: list[Case],
+    planned: list[Case],
+    shard: tuple[int, int],
+    profile: str,
+    backend: str,
+    runner: str,
+) -> Path:
+    """What a run (or shard) was asked to run, written before it starts: merge reports what is
+    missing."""
     out.mkdir(parents=True, exist_ok=True)
     data = {
-        "schema": MANIFEST_SCHEMA, "runner": runner, "profile": profile, "backend": backend,
-        "shard": f"{shard[0]}/{shard[1]}", "plan": digest(planned), "cases": [c.id for c in cases],
+        "schema": MANIFEST_SCHEMA,
+        "runner": runner,
+        "profile": profile,
+        "backend": backend,
+        "shard": f"{shard[0]}/{shard[1]}",
+        "plan": digest(planned),
+        "cases": [c.id for c in cases],
     }
     path = out / MANIFEST
     path.write_text(json.dumps(data, indent=1))
@@ -175,9 +196,16 @@ class Job:
 
     def entry(self) -> dict:
         return {
-            "name": f"{self.kind} {self.runner} {self.index}/{self.count}", "kind": self.kind, "runner": self.runner,
-            "profile": self.profile, "backend": self.backend, "runs_on": list(self.runs_on), "shard": f"{self.index}/{self.count}",
-            "cases": len(self.cases), "cost_s": round(self.cost_s, 1), "artifact": self.artifact,
+            "name": f"{self.kind} {self.runner} {self.index}/{self.count}",
+            "kind": self.kind,
+            "runner": self.runner,
+            "profile": self.profile,
+            "backend": self.backend,
+            "runs_on": list(self.runs_on),
+            "shard": f"{self.index}/{self.count}",
+            "cases": len(self.cases),
+            "cost_s": round(self.cost_s, 1),
+            "artifact": self.artifact,
         }
 
 
@@ -205,11 +233,31 @@ class GatePlan:
         }
 
 
-def gate_jobs(kind: str, cases: list[Case], shards: int, kinds: dict[str, str], costs: Costs, runs_on: tuple[str, ...], profile: str, backend: str, runner: str) -> list[Job]:
+def gate_jobs(
+    kind: str,
+    cases: list[Case],
+    shards: int,
+    kinds: dict[str, str],
+    costs: Costs,
+    runs_on: tuple[str, ...],
+    profile: str,
+    backend: str,
+    runner: str,
+) -> list[Job]:
     """The jobs of one runner and kind: correctness in `shards` shards, performance in one."""
     mine = [c for c in cases if kinds[c.suite] == kind]
     count = shards if kind == "correctness" else 1
     return [
-        Job(kind, runner, profile, backend, runs_on, i + 1, count, tuple(part), sum(costs.of(c) for c in part))
+        Job(
+            kind,
+            runner,
+            profile,
+            backend,
+            runs_on,
+            i + 1,
+            count,
+            tuple(part),
+            sum(costs.of(c) for c in part),
+        )
         for i, part in enumerate(assign(mine, count, kinds, costs))
     ]

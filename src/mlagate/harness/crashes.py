@@ -64,7 +64,9 @@ def record_crash(ctx, nodeid: str, report) -> Path | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched):
     config = sched.config
-    ctx = getattr(config, "_mlagate", None)  # the plugin's context, made at configure under mlagate run
+    ctx = getattr(
+        config, "_mlagate", None
+    )  # the plugin's context, made at configure under mlagate run
     if ctx is None:
         return
     try:

@@ -2,7 +2,8 @@
 
 Each pytest process (an xdist worker, or the one serial process) keeps one file,
 OUT/.events/<worker>.json, naming the case it runs now; the parent reads those files and the
-results folder to show progress, so it needs no pytest internals. Loaded with -p mlagate.harness.events.
+results folder to show progress, so it needs no pytest internals. Loaded with -p
+mlagate.harness.events.
 """
 
 from __future__ import annotations

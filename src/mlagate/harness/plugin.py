@@ -31,18 +31,58 @@ RESULT_KEY = "mlagate_result"
 
 def pytest_addoption(parser):
     g = parser.getgroup("mlagate")
-    g.addoption("--mlagate-matrix", default=None, help="matrix.yaml to expand (default: ./matrix.yaml, else the bundled one)")
+    g.addoption(
+        "--mlagate-matrix",
+        default=None,
+        help="matrix.yaml to expand (default: ./matrix.yaml, else the bundled one)",
+    )
     g.addoption("--mlagate-profile", default="quick", help="profile of the matrix: quick or full")
-    g.addoption("--mlagate-backend", default=None, help="cpu, metal or cuda (default: the runner's declared backend)")
-    g.addoption("--mlagate-runner", default=None, help="runner label (default: $MLAGATE_RUNNER, else linux-cpu / macos-metal)")
-    g.addoption("--mlagate-out", default="reports/latest", help="output directory; results go to OUT/results/")
-    g.addoption("--mlagate-module", action="append", default=[], help="only this module (repeatable)")
+    g.addoption(
+        "--mlagate-backend",
+        default=None,
+        help="cpu, metal or cuda (default: the runner's declared backend)",
+    )
+    g.addoption(
+        "--mlagate-runner",
+        default=None,
+        help="runner label (default: $MLAGATE_RUNNER, else linux-cpu / macos-metal)",
+    )
+    g.addoption(
+        "--mlagate-out",
+        default="reports/latest",
+        help="output directory; results go to OUT/results/",
+    )
+    g.addoption(
+        "--mlagate-module", action="append", default=[], help="only this module (repeatable)"
+    )
     g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
-    g.addoption("--mlagate-cache", default=None, help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)")
-    g.addoption("--mlagate-aa", action="store_true", help="A/A mode: compare every arm with a second worker of itself")
-    g.addoption("--mlagate-cpu", default="auto", help="pin every worker to this CPU: auto (Linux outside xdist: the highest CPU allowed), none, or a number")
-    g.addoption("--mlagate-plan", default=None, help="OUT/plan.json written by mlagate run: the matrix, cases and arm installs, decided once")
-    g.addoption("--mlagate-cases", default=None, help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)")
+    g.addoption(
+        "--mlagate-cache",
+        default=None,
+        help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)",
+    )
+    g.addoption(
+        "--mlagate-aa",
+        action="store_true",
+        help="A/A mode: compare every arm with a second worker of itself",
+    )
+    g.addoption(
+        "--mlagate-cpu",
+        default="auto",
+        help="pin every worker to this CPU: auto (Linux outside xdist: the highest CPU allowed), "
+        "none, or a number",
+    )
+    g.addoption(
+        "--mlagate-plan",
+        default=None,
+        help="OUT/plan.json written by mlagate run: the matrix, cases and arm installs, decided "
+        "once",
+    )
+    g.addoption(
+        "--mlagate-cases",
+        default=None,
+        help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)",
+    )
 
 
 MAX_LOOPS = 64
@@ -66,7 +106,9 @@ class Context:
         self.out = Path(opt("--mlagate-out"))
         self.cache = Path(opt("--mlagate-cache")) if opt("--mlagate-cache") else None
         try:
-            self.cpu = pinned_cpu(opt("--mlagate-cpu"), under_xdist="PYTEST_XDIST_WORKER" in os.environ)
+            self.cpu = pinned_cpu(
+                opt("--mlagate-cpu"), under_xdist="PYTEST_XDIST_WORKER" in os.environ
+            )
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         if opt("--mlagate-plan"):
@@ -82,29 +124,45 @@ class Context:
             raise pytest.UsageError(f"--mlagate-profile: unknown profile {self.profile_name!r}")
         self.profile: Profile = self.matrix.profiles[self.profile_name]
         try:
-            self.runner, self.backend = backends.resolve(self.matrix, opt("--mlagate-runner"), opt("--mlagate-backend"))
+            self.runner, self.backend = backends.resolve(
+                self.matrix, opt("--mlagate-runner"), opt("--mlagate-backend")
+            )
         except backends.BackendError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.aa = bool(opt("--mlagate-aa"))
         self.only = None
         if opt("--mlagate-cases"):
             try:
-                self.only = frozenset(json.loads(Path(opt("--mlagate-cases")).read_text(encoding="utf-8")))
+                self.only = frozenset(
+                    json.loads(Path(opt("--mlagate-cases")).read_text(encoding="utf-8"))
+                )
             except (OSError, ValueError, TypeError) as exc:
-                raise pytest.UsageError(f"--mlagate-cases: {opt('--mlagate-cases')}: not a readable JSON list of case ids ({exc})") from None
-        self.selection = Selection(modules=tuple(opt("--mlagate-module")), arms=tuple(opt("--mlagate-arm")))
+                raise pytest.UsageError(
+                    f"--mlagate-cases: {opt('--mlagate-cases')}: not a readable JSON list of case "
+                    f"ids ({exc})"
+                ) from None
+        self.selection = Selection(
+            modules=tuple(opt("--mlagate-module")), arms=tuple(opt("--mlagate-arm"))
+        )
         try:
             self.selection.check(self.matrix)
         except PlanError as exc:
             raise pytest.UsageError(str(exc)) from None
 
     def _from_plan(self, path: str) -> None:
-        """Everything mlagate run decided: no matrix is read, no case expanded, no arm resolved here."""
+        """Everything mlagate run decided: no matrix is read, no case expanded, no arm resolved
+        here."""
         try:
             plan = runplan.read(Path(path))
         except runplan.RunPlanError as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.matrix, self.profile_name, self.backend, self.runner, self.aa = plan.matrix, plan.profile, plan.backend, plan.runner, plan.aa
+        self.matrix, self.profile_name, self.backend, self.runner, self.aa = (
+            plan.matrix,
+            plan.profile,
+            plan.backend,
+            plan.runner,
+            plan.aa,
+        )
         self.profile = self.matrix.profiles[self.profile_name]
         self._installs = plan.installs
         self.planned = {}
@@ -115,8 +173,16 @@ class Context:
     @property
     def installs(self):
         if self._installs is None:
-            wanted = {a.id for m in self.matrix.modules.values() for a in self.matrix.arms_for(m) if not self.selection.arms or a.id in self.selection.arms}
-            wanted = sorted(wanted | {self.matrix.arms[a].baseline for a in wanted if self.matrix.arms[a].baseline})
+            wanted = {
+                a.id
+                for m in self.matrix.modules.values()
+                for a in self.matrix.arms_for(m)
+                if not self.selection.arms or a.id in self.selection.arms
+            }
+            wanted = sorted(
+                wanted
+                | {self.matrix.arms[a].baseline for a in wanted if self.matrix.arms[a].baseline}
+            )
             try:
                 self._installs = arms_mod.materialise_all(self.matrix, wanted, self.cache)
             except arms_mod.ArmError as exc:
@@ -133,20 +199,33 @@ class Context:
         if self.planned is not None:
             return self.planned.get(suite, [])
         if suite not in self.matrix.suites:
-            raise pytest.UsageError(f"suite {suite!r} is not declared in {self.matrix.path} (suites: {', '.join(self.matrix.suites)})")
+            raise pytest.UsageError(
+                f"suite {suite!r} is not declared in {self.matrix.path} (suites: "
+                f"{', '.join(self.matrix.suites)})"
+            )
         sel = Selection((suite,), self.selection.modules, self.selection.arms)
-        cases = expand(self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa)
+        cases = expand(
+            self.matrix, sel, self.profile_name, self.backend, self.runner, self.installs, self.aa
+        )
         return cases if self.only is None else [c for c in cases if c.id in self.only]
 
 
 def pytest_configure(config):
     lifeline.watch_parent()  # under mlagate run: die with it (mlagate.lifeline)
     crashes.note_worker_pid(config)
-    config.addinivalue_line("markers", "mla_suite(name): the matrix suite this test module implements")
-    config.addinivalue_line("markers", "mla_checkpoints: the suite loads checkpoints itself (every suite runs a held checkpoint through CaseRun.build)")
+    config.addinivalue_line(
+        "markers", "mla_suite(name): the matrix suite this test module implements"
+    )
+    config.addinivalue_line(
+        "markers",
+        "mla_checkpoints: the suite loads checkpoints itself (every suite runs a held checkpoint "
+        "through CaseRun.build)",
+    )
     config._mlagate = None
     if config.getoption("--mlagate-matrix") or config.getoption("--mlagate-plan"):
-        _context(config)  # an explicit matrix is validated before collection: a bad one is a usage error
+        _context(
+            config
+        )  # an explicit matrix is validated before collection: a bad one is a usage error
 
 
 def _context(config) -> Context:
@@ -185,15 +264,21 @@ def mla(request, mla_context, mla_case):
     if mla_case.evidence == "argued":
         run.argue()
         pytest.skip(run.result.reason)
-    if mla_context.matrix.suites[mla_case.suite].kind == "performance" and os.environ.get("PYTEST_XDIST_WORKER"):
-        raise Invalid("performance suites never run under xdist: run them serially (tox -e perf, or mlagate run without -n)")
+    if mla_context.matrix.suites[mla_case.suite].kind == "performance" and os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        raise Invalid(
+            "performance suites never run under xdist: run them serially (tox -e perf, or mlagate "
+            "run without -n)"
+        )
     yield run
     if mla_context._pool is not None:
         mla_context._pool.release()
 
 
 class CaseRun:
-    """A suite's handle on one case: build models in the arm's worker, step them, record evidence."""
+    """A suite's handle on one case: build models in the arm's worker, step them, record
+    evidence."""
 
     def __init__(self, ctx: Context, case: Case):
         self.ctx, self.case = ctx, case
@@ -206,12 +291,19 @@ class CaseRun:
             replay += f" --matrix {ctx.matrix.path}"
         self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=replay)
         self.result.geometry = {
-            "id": self.geometry.id, "r": self.geometry.kv_lora_rank, "n": self.geometry.qk_nope_head_dim,
-            "v": self.geometry.v_head_dim, "rope": self.geometry.qk_rope_head_dim, "source": self.geometry.source,
+            "id": self.geometry.id,
+            "r": self.geometry.kv_lora_rank,
+            "n": self.geometry.qk_nope_head_dim,
+            "v": self.geometry.v_head_dim,
+            "rope": self.geometry.qk_rope_head_dim,
+            "source": self.geometry.source,
         }
         self.result.shapes = self.shapes()
         if self.checkpoint_path:
-            self.result.shapes["weights"] = f"checkpoint {case.checkpoint} ({self.checkpoint_path}): its own heads, hidden size and quantisation"
+            self.result.shapes["weights"] = (
+                f"checkpoint {case.checkpoint} ({self.checkpoint_path}): its own heads, hidden "
+                "size and quantisation"
+            )
         self._t0 = time.perf_counter()
 
     # --- shapes -------------------------------------------------------------------------
@@ -224,14 +316,20 @@ class CaseRun:
     def shapes(self) -> dict:
         p, g = self.profile, self.geometry
         return {
-            "heads": self.heads, "hidden_size": p.hidden_size, "q_lora_rank": None if g.q_lora_rank is None else min(g.q_lora_rank, p.q_lora_rank),
-            "vocab_size": p.vocab_size, "cache_lengths": list(p.cache_lengths), "widths": list(p.widths),
-            "real_heads": g.num_attention_heads, "real_hidden_size": g.hidden_size,
+            "heads": self.heads,
+            "hidden_size": p.hidden_size,
+            "q_lora_rank": None if g.q_lora_rank is None else min(g.q_lora_rank, p.q_lora_rank),
+            "vocab_size": p.vocab_size,
+            "cache_lengths": list(p.cache_lengths),
+            "widths": list(p.widths),
+            "real_heads": g.num_attention_heads,
+            "real_hidden_size": g.hidden_size,
         }
 
     @property
     def kpool(self) -> int:
-        """The sparse indexer's pool width (1 where it does not pool: every cached key is its own window)."""
+        """The sparse indexer's pool width (1 where it does not pool: every cached key is its own
+        window)."""
         ix = self.geometry.indexer
         return ix.kpool if ix is not None and ix.kpool else 1
 
@@ -246,19 +344,30 @@ class CaseRun:
         return (self.index_topk or self.profile.index_topk) + offset
 
     def config(self, arm: str | None = None, layers: int | None = None) -> dict:
-        """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v, rope untouched).
+        """The module's tiny-model config in an arm: its own keys plus the scaled geometry (r, n, v,
+        rope untouched).
 
         layers asks for a whole model of at least that many decoder layers: the layer count
         key the config carries is raised, then the module's `deep` keys apply."""
         p, g, keys = self.profile, self.geometry, self.module.geometry_keys
         shapes = self.shapes()
         geo = {
-            "kv_lora_rank": g.kv_lora_rank, "qk_nope_head_dim": g.qk_nope_head_dim, "v_head_dim": g.v_head_dim,
-            "qk_rope_head_dim": g.qk_rope_head_dim, "num_attention_heads": self.heads, "hidden_size": p.hidden_size,
+            "kv_lora_rank": g.kv_lora_rank,
+            "qk_nope_head_dim": g.qk_nope_head_dim,
+            "v_head_dim": g.v_head_dim,
+            "qk_rope_head_dim": g.qk_rope_head_dim,
+            "num_attention_heads": self.heads,
+            "hidden_size": p.hidden_size,
             "q_lora_rank": shapes["q_lora_rank"],
         }
         if g.indexer is not None:
-            geo.update({"index_n_heads": min(g.indexer.n_heads, p.index_heads), "index_head_dim": g.indexer.head_dim, "index_topk": self.index_topk})
+            geo.update(
+                {
+                    "index_n_heads": min(g.indexer.n_heads, p.index_heads),
+                    "index_head_dim": g.indexer.head_dim,
+                    "index_topk": self.index_topk,
+                }
+            )
             if g.indexer.kpool is not None:
                 geo["index_kpool"] = g.indexer.kpool
         config = {"vocab_size": p.vocab_size, **thaw(self.module.config_for(arm or self.case.arm))}
@@ -277,15 +386,53 @@ class CaseRun:
 
     # --- worker -------------------------------------------------------------------------
 
-    def _build_request(self, arm: str, dtype: str, quant: dict | None, forced: bool, seed: int, score_scale: float = 1, layers: int | None = None) -> dict:
+    def _build_request(
+        self,
+        arm: str,
+        dtype: str,
+        quant: dict | None,
+        forced: bool,
+        seed: int,
+        score_scale: float = 1,
+        layers: int | None = None,
+    ) -> dict:
         g = self.geometry
         ckpt = self.checkpoint_path
         return {
-            "key": f"{self.module.id}|{g.id}|{dtype}|{quant}|{forced}|{seed}|{score_scale}|{self.profile.id}" + (f"|layers={layers}" if layers else "")
-            + (f"|checkpoint={ckpt}" if ckpt else ""), "score_scale": score_scale, "checkpoint": ckpt,
-            "import": self.module.import_path, "model": self.module.model, "args": self.module.args,
-            "attention": self.module.attention_for(arm), "config": self.config(arm, layers), "dtype": dtype, "quant": quant,
-            "seed": seed, "forced": forced, "geometry": {"heads": self.heads, "r": g.kv_lora_rank, "n": g.qk_nope_head_dim, "v": g.v_head_dim},
+            "key": "|".join(
+                map(
+                    str,
+                    (
+                        self.module.id,
+                        g.id,
+                        dtype,
+                        quant,
+                        forced,
+                        seed,
+                        score_scale,
+                        self.profile.id,
+                    ),
+                )
+            )
+            + (f"|layers={layers}" if layers else "")
+            + (f"|checkpoint={ckpt}" if ckpt else ""),
+            "score_scale": score_scale,
+            "checkpoint": ckpt,
+            "import": self.module.import_path,
+            "model": self.module.model,
+            "args": self.module.args,
+            "attention": self.module.attention_for(arm),
+            "config": self.config(arm, layers),
+            "dtype": dtype,
+            "quant": quant,
+            "seed": seed,
+            "forced": forced,
+            "geometry": {
+                "heads": self.heads,
+                "r": g.kv_lora_rank,
+                "n": g.qk_nope_head_dim,
+                "v": g.v_head_dim,
+            },
         }
 
     def _worker(self, arm: str, replica: int = 0):
@@ -294,22 +441,38 @@ class CaseRun:
             self.result.fingerprint = dict(w.fingerprint)
         detected = w.fingerprint.get("backend")
         if detected != self.case.backend:
-            raise Invalid(f"runner {self.case.runner} declares backend {self.case.backend}, but MLX runs on {detected} "
-                          f"in the worker of {arm}: budgets for {self.case.backend} would judge {detected} arithmetic")
+            raise Invalid(
+                f"runner {self.case.runner} declares backend {self.case.backend}, but MLX runs on "
+                f"{detected} "
+                f"in the worker of {arm}: budgets for {self.case.backend} would judge {detected} "
+                "arithmetic"
+            )
         return w
 
     def call(self, op: str, arm: str | None = None, **req) -> dict:
-        """One worker op in an arm's worker (the case's arm by default), under the profile's timeout."""
+        """One worker op in an arm's worker (the case's arm by default), under the profile's
+        timeout."""
         return self._worker(arm or self.case.arm).call(op, self.profile.timeout_s, **req)
 
     @property
     def checkpoint_path(self) -> str | None:
-        """The local path of the case's real checkpoint on this runner (checkpoint evidence), else None."""
+        """The local path of the case's real checkpoint on this runner (checkpoint evidence), else
+        None."""
         if self.case.checkpoint is None:
             return None
         return self.ctx.matrix.checkpoints[self.case.checkpoint].runners.get(self.case.runner)
 
-    def build(self, arm: str | None = None, dtype: str | None = None, quant: dict | None = None, forced: bool = False, seed: int = 0, score_scale: float = 1, replica: int = 0, layers: int | None = None) -> tuple[str, dict]:
+    def build(
+        self,
+        arm: str | None = None,
+        dtype: str | None = None,
+        quant: dict | None = None,
+        forced: bool = False,
+        seed: int = 0,
+        score_scale: float = 1,
+        replica: int = 0,
+        layers: int | None = None,
+    ) -> tuple[str, dict]:
         """Build the module's tiny model in an arm's worker; returns (key, build info).
 
         score_scale multiplies every attention's embed_q weights, which scales the
@@ -317,7 +480,9 @@ class CaseRun:
         layers: a whole model of at least this many decoder layers (see config).
         """
         arm = arm or self.case.arm
-        req = self._build_request(arm, dtype or self.case.dtype, quant, forced, seed, score_scale, layers)
+        req = self._build_request(
+            arm, dtype or self.case.dtype, quant, forced, seed, score_scale, layers
+        )
         info = self._worker(arm, replica).call("build", self.profile.timeout_s, **req)
         if info.get("checkpoint"):
             self.result.metrics.setdefault("checkpoint_loaded", {})[arm] = info["checkpoint"]
@@ -325,11 +490,29 @@ class CaseRun:
 
     # --- timing ---------------------------------------------------------------------------
 
-    def prime(self, key: str, T: int, arm: str | None = None, replica: int = 0, horizon: int = 64, seed: int = 1) -> dict:
+    def prime(
+        self,
+        key: str,
+        T: int,
+        arm: str | None = None,
+        replica: int = 0,
+        horizon: int = 64,
+        seed: int = 1,
+    ) -> dict:
         """Prime and keep a cache of T tokens in the arm's worker, for timed samples."""
-        return self._worker(arm or self.case.arm, replica).call("prime", self.profile.timeout_s, key=key, T=T, seed=seed, horizon=horizon, chunk=self.profile.prefill_chunk)
+        return self._worker(arm or self.case.arm, replica).call(
+            "prime",
+            self.profile.timeout_s,
+            key=key,
+            T=T,
+            seed=seed,
+            horizon=horizon,
+            chunk=self.profile.prefill_chunk,
+        )
 
-    def interleaved(self, series: list[dict], samples: int | None = None, warmup: int | None = None) -> dict[str, list[float]]:
+    def interleaved(
+        self, series: list[dict], samples: int | None = None, warmup: int | None = None
+    ) -> dict[str, list[float]]:
         """Timed samples of several series, interleaved: forward order, then reversed (ABBA...).
 
         A series is {"label", "key", "L", optional "arm", "replica", "force"}; each must have
@@ -344,7 +527,10 @@ class CaseRun:
         """
         samples = samples or self.profile.samples
         if samples % 2 == 0:
-            raise Invalid(f"{samples} timed samples asked (the suite's gates.samples or the profile's samples): the count must be odd, the median is a sample")
+            raise Invalid(
+                f"{samples} timed samples asked (the suite's gates.samples or the profile's "
+                "samples): the count must be odd, the median is a sample"
+            )
         warmup = self.profile.warmup if warmup is None else warmup
         label_path: dict[str, str] = {}
         times: dict[str, list[float]] = {s["label"]: [] for s in series}
@@ -354,7 +540,13 @@ class CaseRun:
         def one(s: dict) -> dict:
             arm = s.get("arm") or self.case.arm
             return self._worker(arm, s.get("replica", 0)).call(
-                "sample", self.profile.timeout_s, key=s["key"], L=s["L"], force=s.get("force"), loops=loops[s["label"]])
+                "sample",
+                self.profile.timeout_s,
+                key=s["key"],
+                L=s["L"],
+                force=s.get("force"),
+                loops=loops[s["label"]],
+            )
 
         for s in series:
             warm = []
@@ -371,26 +563,63 @@ class CaseRun:
             for s in abba[i % 2]:
                 r = one(s)
                 if r["path"] != label_path[s["label"]]:
-                    raise Invalid(f"{s['label']}: a timed sample ran {r['path']}, the row is labelled {label_path[s['label']]}")
+                    raise Invalid(
+                        f"{s['label']}: a timed sample ran {r['path']}, the row is labelled "
+                        f"{label_path[s['label']]}"
+                    )
                 times[s["label"]].append(r["seconds"])
-        self.result.observations.append({"timed": {s["label"]: {"path": label_path[s["label"]], "L": s["L"], "arm": s.get("arm") or self.case.arm, "seconds": times[s["label"]], "loops": loops[s["label"]]} for s in series}})
+        self.result.observations.append(
+            {
+                "timed": {
+                    s["label"]: {
+                        "path": label_path[s["label"]],
+                        "L": s["L"],
+                        "arm": s.get("arm") or self.case.arm,
+                        "seconds": times[s["label"]],
+                        "loops": loops[s["label"]],
+                    }
+                    for s in series
+                }
+            }
+        )
         return times
 
-    def reference(self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None) -> str:
-        """A float64 CPU copy of a built model (weights dequantised and upcast): the high-precision reference."""
+    def reference(
+        self, source_key: str, seed: int = 0, score_scale: float = 1, arm: str | None = None
+    ) -> str:
+        """A float64 CPU copy of a built model (weights dequantised and upcast): the high-precision
+        reference."""
         arm = arm or self.case.arm
-        build = {**self._build_request(arm, "float32", None, True, seed, score_scale), "weights": False}
+        build = {
+            **self._build_request(arm, "float32", None, True, seed, score_scale),
+            "weights": False,
+        }
         key = f"reference|{source_key}"
-        self._worker(arm).call("reference", self.profile.timeout_s, key=key, source=source_key, build=build)
+        self._worker(arm).call(
+            "reference", self.profile.timeout_s, key=key, source=source_key, build=build
+        )
         return key
 
-    def compare(self, outputs: dict[str, tuple[str, str | None]], reference: str, T: int, L: int, dtype: str, seed: int = 1, arm: str | None = None) -> dict:
+    def compare(
+        self,
+        outputs: dict[str, tuple[str, str | None]],
+        reference: str,
+        T: int,
+        L: int,
+        dtype: str,
+        seed: int = 1,
+        arm: str | None = None,
+    ) -> dict:
         """Run each (key, force) and the reference on the same inputs; errors in ULPs of dtype."""
         arm = arm or self.case.arm
         spec = {"T": T, "L": L, "seed": seed, "chunk": self.profile.prefill_chunk}
         return self._worker(arm).call(
-            "compare", self.profile.timeout_s, dtype=dtype,
-            outputs={name: {**spec, "key": key, "force": force} for name, (key, force) in outputs.items()},
+            "compare",
+            self.profile.timeout_s,
+            dtype=dtype,
+            outputs={
+                name: {**spec, "key": key, "force": force} for name, (key, force) in outputs.items()
+            },
             ref={**spec, "key": reference, "force": "materialised"},
         )
 
@@ -400,35 +629,81 @@ class CaseRun:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.case.file_stem}-{os.getpid()}.safetensors"
         try:
-            self._worker(source[0]).call("save_weights", self.profile.timeout_s, key=source[1], path=str(path))
-            self._worker(target[0]).call("load_weights", self.profile.timeout_s, key=target[1], path=str(path))
+            self._worker(source[0]).call(
+                "save_weights", self.profile.timeout_s, key=source[1], path=str(path)
+            )
+            self._worker(target[0]).call(
+                "load_weights", self.profile.timeout_s, key=target[1], path=str(path)
+            )
         finally:
             path.unlink(missing_ok=True)
 
-    def step(self, key: str, T: int, L: int, force: str | None = None, arm: str | None = None, want_output: bool = False, seed: int = 1) -> dict:
+    def step(
+        self,
+        key: str,
+        T: int,
+        L: int,
+        force: str | None = None,
+        arm: str | None = None,
+        want_output: bool = False,
+        seed: int = 1,
+    ) -> dict:
         arm = arm or self.case.arm
-        obs = self._worker(arm).call("step", self.profile.timeout_s, key=key, T=T, L=L, force=force, seed=seed, want_output=want_output, chunk=self.profile.prefill_chunk)
+        obs = self._worker(arm).call(
+            "step",
+            self.profile.timeout_s,
+            key=key,
+            T=T,
+            L=L,
+            force=force,
+            seed=seed,
+            want_output=want_output,
+            chunk=self.profile.prefill_chunk,
+        )
         obs["arm"] = arm
         obs["expected"] = crossover.expected_path(L, T, *self.geometry.rnv)
         record = {k: v for k, v in obs.items() if k != "output"}
         self.result.observations.append(record)
         return obs
 
-    def script(self, key: str, scripts: dict[str, dict], pairs: list[tuple[str, str]], margin_ulps: float = 0.0, arm: str | None = None) -> dict:
-        """Run token scripts on a built model (mlagate.worker.rollback) and compare (tested, reference) pairs in the worker.
+    def script(
+        self,
+        key: str,
+        scripts: dict[str, dict],
+        pairs: list[tuple[str, str]],
+        margin_ulps: float = 0.0,
+        arm: str | None = None,
+    ) -> dict:
+        """Run token scripts on a built model (mlagate.worker.rollback) and compare (tested,
+        reference) pairs in the worker.
         A reference script runs the same runtime: one that raised fails the case."""
         arm = arm or self.case.arm
         for sc in scripts.values():
             sc["prompt"].setdefault("chunk", self.profile.prefill_chunk)
-        reply = self.call("script", arm, key=key, attention=self.module.attention_for(arm), scripts=scripts,
-                          pairs=[list(p) for p in pairs], dtype=self.case.dtype, margin_ulps=margin_ulps)
+        reply = self.call(
+            "script",
+            arm,
+            key=key,
+            attention=self.module.attention_for(arm),
+            scripts=scripts,
+            pairs=[list(p) for p in pairs],
+            dtype=self.case.dtype,
+            margin_ulps=margin_ulps,
+        )
         broken = reference_error(reply)
         assert not broken, broken
         return reply
 
     def reproducer(self, **where) -> dict:
-        """The smallest description of a failing script: enough to replay it by hand or with the replay command."""
-        rep = {"arm": self.case.arm, "module": self.case.module, "geometry": self.case.geometry, **where, "replay": self.result.replay}
+        """The smallest description of a failing script: enough to replay it by hand or with the
+        replay command."""
+        rep = {
+            "arm": self.case.arm,
+            "module": self.case.module,
+            "geometry": self.case.geometry,
+            **where,
+            "replay": self.result.replay,
+        }
         self.result.metrics.setdefault("reproducers", []).append(rep)
         return rep
 
@@ -442,11 +717,18 @@ class CaseRun:
         r, n, v = self.geometry.rnv
         cp = self.ctx.matrix.checkpoints[self.case.checkpoint]
         self.result.verdict = "argued"
-        self.result.reason = f"checkpoint {cp.id} is not on runner {self.case.runner}: argued-not-measured (formula only, nothing run)"
+        self.result.reason = (
+            f"checkpoint {cp.id} is not on runner {self.case.runner}: "
+            "argued-not-measured (formula only, nothing run)"
+        )
         self.result.metrics = {
             "threshold_limit": str(crossover.limit(r, n, v)),
             "table_threshold": crossover.table_threshold(r, n, v),
-            "expected_path": {f"L={L},T={T}": crossover.expected_path(L, T, r, n, v) for T in self.profile.cache_lengths for L in (1, 2, 4, 8)},
+            "expected_path": {
+                f"L={L},T={T}": crossover.expected_path(L, T, r, n, v)
+                for T in self.profile.cache_lengths
+                for L in (1, 2, 4, 8)
+            },
         }
 
     def finish(self, verdict: str, reason: str = "", stderr: str = "") -> Path:
@@ -463,7 +745,11 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     run: CaseRun | None = getattr(item, "_mla_run", None)
     if run is None:
-        if call.when == "setup" and call.excinfo is not None and "mla_case" in getattr(item, "fixturenames", ()):
+        if (
+            call.when == "setup"
+            and call.excinfo is not None
+            and "mla_case" in getattr(item, "fixturenames", ())
+        ):
             case = item.callspec.params["mla_case"]
             run = CaseRun(_context(item.config), case)
             item._mla_run = run

@@ -41,21 +41,37 @@ def ending(exc: BaseException | None) -> Ending:
     if exc is None:
         return Ending("pass", "all gates held")
     if isinstance(exc, RuntimeRaised):
-        info = {"type": "runtime", "message": str(exc), "at": exc.at, "traceback": _tail(exc.traceback)}
-        return Ending("fail", f"the runtime raised: {_first_line(str(exc), 'an exception')}", exc.stderr, info)
+        info = {
+            "type": "runtime",
+            "message": str(exc),
+            "at": exc.at,
+            "traceback": _tail(exc.traceback),
+        }
+        return Ending(
+            "fail", f"the runtime raised: {_first_line(str(exc), 'an exception')}", exc.stderr, info
+        )
     if isinstance(exc, (AssertionError, pytest.fail.Exception)):
         return Ending("fail", _first_line(str(exc), type(exc).__name__))
     if isinstance(exc, Invalid):
         return Ending("invalid", f"Invalid: {_first_line(str(exc), 'could not measure')}")
     if isinstance(exc, WorkerError):
         info = {"type": "harness", "message": str(exc), "traceback": _tail(exc.traceback)}
-        return Ending("invalid", f"WorkerError: {_first_line(str(exc), 'worker failed')}", exc.stderr, info)
+        return Ending(
+            "invalid", f"WorkerError: {_first_line(str(exc), 'worker failed')}", exc.stderr, info
+        )
     if isinstance(exc, pytest.skip.Exception):
         return Ending("invalid", f"skipped: {exc}")
     where = exc.__traceback__
     while where is not None and where.tb_next is not None:
         where = where.tb_next
-    at = f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}" if where else ""
+    at = (
+        f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}"
+        if where
+        else ""
+    )
     message = f"{type(exc).__name__}: {_first_line(str(exc), '')}"
-    return Ending("invalid", f"harness error (mlagate or the suite, not the runtime): {message}{at}",
-                  exception={"type": "harness", "message": message + at})
+    return Ending(
+        "invalid",
+        f"harness error (mlagate or the suite, not the runtime): {message}{at}",
+        exception={"type": "harness", "message": message + at},
+    )

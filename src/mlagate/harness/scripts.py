@@ -17,7 +17,8 @@ def prompt(T: int, seed: int) -> dict:
 
 
 def tokens(rng: random.Random, vocab: int, n: int, avoid: int | None = None) -> list[int]:
-    """n random token ids; the first differs from `avoid` (a correction never repeats the rejected draft)."""
+    """n random token ids; the first differs from `avoid` (a correction never repeats the rejected
+    draft)."""
     out = [rng.randrange(vocab) for _ in range(n)]
     while out and avoid is not None and out[0] == avoid:
         out[0] = rng.randrange(vocab)
@@ -45,37 +46,58 @@ def budget(value, backend: str) -> float:
     return value
 
 
-def judge(cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool = False) -> list[str]:
+def judge(
+    cmp: dict, logits_ulps: float, state_ulps: float, margin_check: bool = False
+) -> list[str]:
     """Problems of one comparison: positions, selections and cache lengths exact; logits and
     state arrays within their ULP budgets; argmax (when asked) wherever the margin is clear."""
     problems = []
     err = cmp["errors"]["tested"]
     if err:
-        problems.append(f"the runtime raised at step {err['step']} (S={err['S']}, {err['length']} tokens cached before it): {err['error']} at {err['at']}")
+        problems.append(
+            f"the runtime raised at step {err['step']} (S={err['S']}, {err['length']} tokens "
+            f"cached before it): {err['error']} at {err['at']}"
+        )
     pos = cmp["positions"]
     if pos["only_tested"] or pos["only_reference"]:
-        problems.append(f"positions differ: only tested {pos['only_tested']}, only reference {pos['only_reference']}")
+        problems.append(
+            f"positions differ: only tested {pos['only_tested']}, only reference "
+            f"{pos['only_reference']}"
+        )
     tk = cmp["topk"]
     if tk["mismatch_count"]:
         m = tk["mismatches"][0]
-        problems.append(f"selected indices differ at {tk['mismatch_count']} of {tk['compared']} (indexer, position) pairs; first at position {m['position']} (indexer {m['indexer']}): {_short(m['tested'])} vs {_short(m['reference'])}")
+        problems.append(
+            f"selected indices differ at {tk['mismatch_count']} of {tk['compared']} (indexer, "
+            f"position) pairs; first at position {m['position']} (indexer {m['indexer']}): "
+            f"{_short(m['tested'])} vs {_short(m['reference'])}"
+        )
     for label, mk in cmp["marks"].items():
         for p in mk["problems"]:
             problems.append(f"after {label}: {p}")
         for where, ulps in mk["max_ulps"].items():
             if ulps > state_ulps and "private:" not in where:
-                problems.append(f"after {label}: {where} off by {ulps:.1f} ULP (budget {state_ulps})")
+                problems.append(
+                    f"after {label}: {where} off by {ulps:.1f} ULP (budget {state_ulps})"
+                )
     lg = cmp.get("logits")
     if lg and lg["max_ulps"] > logits_ulps:
-        problems.append(f"logits off by {lg['max_ulps']:.1f} ULP at position {lg['worst_position']} (budget {logits_ulps})")
+        problems.append(
+            f"logits off by {lg['max_ulps']:.1f} ULP at position {lg['worst_position']} (budget "
+            f"{logits_ulps})"
+        )
     if margin_check and cmp["argmax_disagreements"]:
         a = cmp["argmax_disagreements"][0]
-        problems.append(f"greedy argmax differs at position {a['position']}: {a['tested']} vs {a['reference']} with a top-two margin of {a['margin_ulps']:.0f} ULP")
+        problems.append(
+            f"greedy argmax differs at position {a['position']}: {a['tested']} vs "
+            f"{a['reference']} with a top-two margin of {a['margin_ulps']:.0f} ULP"
+        )
     return problems
 
 
 def first_position(cmp: dict) -> int | None:
-    """The first absolute position where the tested script went wrong (raised, selected, or drifted)."""
+    """The first absolute position where the tested script went wrong (raised, selected, or
+    drifted)."""
     err = cmp["errors"]["tested"]
     if err:
         return err["length"]
@@ -90,7 +112,10 @@ def reference_error(reply: dict) -> str | None:
     for name, cmp in reply["pairs"].items():
         err = cmp["errors"]["reference"]
         if err:
-            return f"the runtime raised in reference script {name.split('|')[1]} at step {err['step']}: {err['error']} at {err['at']}"
+            return (
+                f"the runtime raised in reference script {name.split('|')[1]} at step "
+                f"{err['step']}: {err['error']} at {err['at']}"
+            )
     return None
 
 
@@ -101,12 +126,24 @@ def private_notes(cmp: dict) -> list[str]:
 def summary(cmp: dict) -> dict:
     """The small part of a comparison kept in the result as evidence."""
     lg = cmp.get("logits") or {}
-    states = {w: round(u, 2) for mk in cmp["marks"].values() for w, u in mk["max_ulps"].items() if "private:" not in w}
-    private = {w: round(u, 2) for mk in cmp["marks"].values() for w, u in mk["max_ulps"].items() if "private:" in w}
+    states = {
+        w: round(u, 2)
+        for mk in cmp["marks"].values()
+        for w, u in mk["max_ulps"].items()
+        if "private:" not in w
+    }
+    private = {
+        w: round(u, 2)
+        for mk in cmp["marks"].values()
+        for w, u in mk["max_ulps"].items()
+        if "private:" in w
+    }
     return {
         "positions": cmp["positions"]["reference"],
         "logits_max_ulps": round(lg.get("max_ulps", 0.0), 2),
-        "topk_compared": cmp["topk"]["compared"], "topk_dense": cmp["topk"]["dense"], "topk_mismatches": cmp["topk"]["mismatch_count"],
+        "topk_compared": cmp["topk"]["compared"],
+        "topk_dense": cmp["topk"]["dense"],
+        "topk_mismatches": cmp["topk"]["mismatch_count"],
         "state_max_ulps": max(states.values(), default=0.0),
         **({"private_pool_max_ulps": max(private.values())} if private else {}),
         "error": (cmp["errors"]["tested"] or {}).get("error"),

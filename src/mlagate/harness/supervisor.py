@@ -17,7 +17,10 @@ from pathlib import Path
 from mlagate.arms import ArmInstall
 from mlagate.worker.server import PIN_ENV
 
-BOOTSTRAP = "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from mlagate.worker.server import main; main(sys.argv[2:])"
+BOOTSTRAP = (
+    "import json, sys; sys.path[1:1] = json.loads(sys.argv[1]); from "
+    "mlagate.worker.server import main; main(sys.argv[2:])"
+)
 
 
 def pinned_cpu(choice: str, under_xdist: bool) -> int | None:
@@ -38,7 +41,9 @@ def pinned_cpu(choice: str, under_xdist: bool) -> int | None:
     if not hasattr(os, "sched_setaffinity"):
         if choice == "auto":
             return None
-        raise ValueError(f"--cpu {choice}: this platform cannot pin a process to a CPU; use --cpu none")
+        raise ValueError(
+            f"--cpu {choice}: this platform cannot pin a process to a CPU; use --cpu none"
+        )
     allowed = os.sched_getaffinity(0)
     if choice == "auto":
         return None if under_xdist else max(allowed)
@@ -47,7 +52,10 @@ def pinned_cpu(choice: str, under_xdist: bool) -> int | None:
     except ValueError:
         raise ValueError(f"--cpu: {choice!r} is not auto, none or a CPU number") from None
     if cpu not in allowed:
-        raise ValueError(f"--cpu {cpu}: not a CPU this process may run on ({', '.join(map(str, sorted(allowed)))})")
+        raise ValueError(
+            f"--cpu {cpu}: not a CPU this process may run on "
+            f"({', '.join(map(str, sorted(allowed)))})"
+        )
     return cpu
 
 
@@ -89,18 +97,38 @@ class RuntimeRaised(WorkerError):
 class WorkerProcess:
     """One long-lived worker importing one arm."""
 
-    def __init__(self, install: ArmInstall, env: dict[str, str] | None = None, log_dir: Path | None = None):
+    def __init__(
+        self, install: ArmInstall, env: dict[str, str] | None = None, log_dir: Path | None = None
+    ):
         self.install = install
         parent_rx, child_tx = os.pipe()
         child_rx, parent_tx = os.pipe()
         log_dir = Path(log_dir or tempfile.gettempdir())
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"worker-{install.arm.id.replace('/', '_')}-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.log_path = (
+            log_dir
+            / f"worker-{install.arm.id.replace('/', '_')}-{os.getpid()}-{time.monotonic_ns()}.log"
+        )
         self._log = open(self.log_path, "w+b")
-        cmd = [sys.executable, "-I", "-c", BOOTSTRAP, json.dumps(worker_path()), str(install.site), install.runtime.package, str(child_rx), str(child_tx)]
+        cmd = [
+            sys.executable,
+            "-I",
+            "-c",
+            BOOTSTRAP,
+            json.dumps(worker_path()),
+            str(install.site),
+            install.runtime.package,
+            str(child_rx),
+            str(child_tx),
+        ]
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(child_rx, child_tx), start_new_session=True, env={**os.environ, **(env or {})},
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(child_rx, child_tx),
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
         os.close(child_rx)
         os.close(child_tx)
@@ -116,33 +144,50 @@ class WorkerProcess:
 
     def call(self, op: str, timeout: float, **req) -> dict:
         if self.proc.poll() is not None:
-            raise WorkerError(f"worker for {self.install.arm.id} is not running (exit {self.proc.returncode})", self.stderr_tail())
+            raise WorkerError(
+                f"worker for {self.install.arm.id} is not running (exit {self.proc.returncode})",
+                self.stderr_tail(),
+            )
         try:
             self._tx.write((json.dumps({"op": op, **req}) + "\n").encode())
         except BrokenPipeError:
             self.kill()
-            raise WorkerError(f"worker for {self.install.arm.id} died (exit {self.proc.returncode})", self.stderr_tail()) from None
+            raise WorkerError(
+                f"worker for {self.install.arm.id} died (exit {self.proc.returncode})",
+                self.stderr_tail(),
+            ) from None
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(f"worker for {self.install.arm.id} timed out after {timeout:.0f} s in {op}; killed", self.stderr_tail())
+                raise WorkerError(
+                    f"worker for {self.install.arm.id} timed out after {timeout:.0f} s in {op}; "
+                    "killed",
+                    self.stderr_tail(),
+                )
             ready, _, _ = select.select([self._rx], [], [], left)
             if ready:
                 chunk = self._rx.read(1 << 20)
                 if not chunk:
                     code = self.proc.wait()
                     why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-                    raise WorkerError(f"worker for {self.install.arm.id} crashed in {op} ({why})", self.stderr_tail())
+                    raise WorkerError(
+                        f"worker for {self.install.arm.id} crashed in {op} ({why})",
+                        self.stderr_tail(),
+                    )
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         reply = json.loads(line)
         if not reply["ok"]:
             message = f"{op} failed in {self.install.arm.id}: {reply['error']}"
             if reply.get("runtime_at"):
-                raise RuntimeRaised(f"{message} at {reply['runtime_at']}", reply["runtime_at"],
-                                    self.stderr_tail(), reply.get("traceback", ""))
+                raise RuntimeRaised(
+                    f"{message} at {reply['runtime_at']}",
+                    reply["runtime_at"],
+                    self.stderr_tail(),
+                    reply.get("traceback", ""),
+                )
             raise WorkerError(message, self.stderr_tail(), reply.get("traceback", ""))
         return reply["result"]
 
@@ -182,7 +227,13 @@ class WorkerProcess:
 class WorkerPool:
     """Long-lived workers, one per arm, restarted after a crash."""
 
-    def __init__(self, installs: dict[str, ArmInstall], env: dict[str, str] | None = None, log_dir: Path | None = None, cpu: int | None = None):
+    def __init__(
+        self,
+        installs: dict[str, ArmInstall],
+        env: dict[str, str] | None = None,
+        log_dir: Path | None = None,
+        cpu: int | None = None,
+    ):
         self.installs, self.log_dir = installs, log_dir
         self.env = {**(env or {}), PIN_ENV: str(cpu)} if cpu is not None else env
         self._workers: dict[tuple[str, int], WorkerProcess] = {}

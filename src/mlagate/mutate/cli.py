@@ -49,7 +49,8 @@ def add_parser(sub, common, workers) -> None:
     p.add_argument(
         "--all",
         action="store_true",
-        help="run every suite on every mutant (the full matrix) instead of stopping at the first kill",
+        help="run every suite on every mutant (the full matrix) instead of stopping at the first "
+        "kill",
     )
     p.add_argument(
         "--out",

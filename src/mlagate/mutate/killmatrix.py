@@ -17,7 +17,17 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from mlagate.report.mutation import FILE, SCHEMA, STATUSES, KillMatrix, KillMatrixError, grid, load, page, section  # noqa: F401 (the document and its rendering)
+from mlagate.report.mutation import (
+    FILE,
+    SCHEMA,
+    STATUSES,
+    KillMatrix,
+    KillMatrixError,  # noqa: F401 (the document and its rendering)
+    grid,
+    load,  # noqa: F401
+    page,
+    section,  # noqa: F401
+)
 
 
 def _status(entry) -> str:
@@ -135,11 +145,14 @@ def text(doc: KillMatrix) -> str:
     c = doc["counts"]
     if not doc.get("complete", True):
         lines.append(
-            f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not killed yet is not survived"
+            f"PARTIAL: rounds run so far: {', '.join(r['suite'] for r in doc['rounds'])}; not "
+            "killed yet is not survived"
         )
     lines.append(
-        f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, {c['only invalid']} only invalid, "
-        f"{c['no control']} without a control, {c['equivalent']} argued equivalent; {doc['seconds']} s"
+        f"{c['total']} mutants: {c['killed']} killed, {c['survived']} survived, "
+        f"{c['only invalid']} only invalid, "
+        f"{c['no control']} without a control, {c['equivalent']} argued equivalent; "
+        f"{doc['seconds']} s"
     )
     for m in doc["mutants"]:
         if m["status"] in ("survived", "only invalid", "no control"):
@@ -168,9 +181,8 @@ def markdown(doc: KillMatrix) -> str:
     ]
     first = doc["first_kills"]
     lines += [
-        f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | {r['seconds']} |"
+        f"| {r['suite']} | {first.get(r['suite'], 0)} | {r['mutants']} | {r['cases']} | "
+        f"{r['seconds']} |"
         for r in doc["rounds"]
     ]
     return "\n".join(lines) + "\n"
-
-

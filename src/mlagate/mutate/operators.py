@@ -17,12 +17,15 @@ from mlagate.mutate import sites
 
 OPERATORS = {
     "boundary": "relational boundary on the absorbed-path decision (< and <= swapped, or ==)",
-    "off_by_one": "the threshold one lower or one higher (L + 1 or L - 1 where the decision compares L)",
+    "off_by_one": "the threshold one lower or one higher (L + 1 or L - 1 where the decision "
+    "compares L)",
     "drop_cache": "the cache length dropped from a cache-aware formula (its asymptotic form)",
     "revert_fold": "the query-fold guard reverted to L == 1 (the two guards decide differently)",
-    "revert_unfold": "the output-unfold guard reverted to L == 1 (the two guards decide differently)",
+    "revert_unfold": "the output-unfold guard reverted to L == 1 (the two guards decide "
+    "differently)",
     "wrong_axis": "the decision reads the batch axis instead of the query length",
-    "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= k (every query given query 0's selection)",
+    "topk_widen": "a sparse indexer's single-query top-k gather widened to L <= k (every query "
+    "given query 0's selection)",
 }
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
 _SWAPS = {

@@ -77,7 +77,8 @@ def check(matrix: Matrix, opts: Options) -> None:
     for s in opts.suites:
         if matrix.suites[s].kind != "correctness":
             raise execute.UsageError(
-                f"--suite {s}: mutants run through correctness suites only ({s} is {matrix.suites[s].kind})"
+                f"--suite {s}: mutants run through correctness suites only ({s} is "
+                f"{matrix.suites[s].kind})"
             )
     for a in opts.arms:
         if matrix.arms[a].role not in ROLES:
@@ -344,7 +345,8 @@ def _pytest(
         )
     if code not in (0, 1, 5):
         raise execute.UsageError(
-            f"pytest stopped with exit status {code} running {suite_path.stem} over mutants (see {out / 'pytest.log'})"
+            f"pytest stopped with exit status {code} running {suite_path.stem} over mutants (see "
+            f"{out / 'pytest.log'})"
         )
     wanted = set(ids)
     return [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]

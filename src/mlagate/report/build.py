@@ -23,8 +23,14 @@ from mlagate.report.page import Outcome, write_commit
 from mlagate.worker import machine
 
 
-def build(sources: list[Path], out: Path, history: Path | None = None, commit: str | None = None, rerender: bool = False,
-          mutation: Path | None = None) -> Outcome:
+def build(
+    sources: list[Path],
+    out: Path,
+    history: Path | None = None,
+    commit: str | None = None,
+    rerender: bool = False,
+    mutation: Path | None = None,
+) -> Outcome:
     """Load, merge and render; with history, add this commit to it and rebuild the index."""
     if not sources:
         raise ReportError("report: give one or more result folders, archives or merged.json files")
@@ -40,12 +46,22 @@ def build(sources: list[Path], out: Path, history: Path | None = None, commit: s
     if commit != sha:
         when = None
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
-        raise ReportError(f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)")
+        raise ReportError(
+            f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)"
+        )
     merged = merge(loaded, commit, when)
-    merged["suites"] = Catalogue.of_sources(sources).to_json({r["suite"] for r in merged["results"]})
+    merged["suites"] = Catalogue.of_sources(sources).to_json(
+        {r["suite"] for r in merged["results"]}
+    )
     if any(gaps.values()):
         merged["gaps"] = gaps
-    machines = [dict(m, source=str(p)) for p in sources if Path(p).is_dir() for m in [machine.read(Path(p) / machine.FILE)] if m]
+    machines = [
+        dict(m, source=str(p))
+        for p in sources
+        if Path(p).is_dir()
+        for m in [machine.read(Path(p) / machine.FILE)]
+        if m
+    ]
     if machines:
         merged["machines"] = machines
     if mutation_doc is not None:

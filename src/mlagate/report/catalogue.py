@@ -39,7 +39,9 @@ class Catalogue:
             merged = Path(src) if Path(src).name == "merged.json" else Path(src) / "merged.json"
             if merged.is_file():
                 try:
-                    entries.update(cls.of_merged(json.loads(merged.read_text(encoding="utf-8"))).entries)
+                    entries.update(
+                        cls.of_merged(json.loads(merged.read_text(encoding="utf-8"))).entries
+                    )
                 except (OSError, ValueError, AttributeError):
                     pass  # load_source has refused it already if it matters
             plan = Path(src) / PLAN_FILE
@@ -60,7 +62,9 @@ class Catalogue:
         for sid, s in (merged.get("suites") or {}).items():
             if isinstance(s, dict) and isinstance(s.get("kind"), str):
                 file = s.get("file")
-                entries[sid] = suites.Entry(sid, s["kind"], Path(file) if isinstance(file, str) else None)
+                entries[sid] = suites.Entry(
+                    sid, s["kind"], Path(file) if isinstance(file, str) else None
+                )
         return cls(entries)
 
     def to_json(self, present: set[str]) -> dict:
@@ -81,7 +85,11 @@ class Catalogue:
     def order(self, present: set[str]) -> list[str]:
         def rank(s: str) -> tuple:
             d = self._descriptor(s)
-            return (KINDS.index(self.kind(s)) if self.kind(s) in KINDS else len(KINDS), d.order if d else 1000, s)
+            return (
+                KINDS.index(self.kind(s)) if self.kind(s) in KINDS else len(KINDS),
+                d.order if d else 1000,
+                s,
+            )
 
         return sorted(present, key=rank)
 
@@ -101,7 +109,9 @@ class Catalogue:
         by_suite: dict[str, list[dict]] = {}
         for r in rows:
             by_suite.setdefault(r["suite"], []).append(r)
-        return [p for s, section in self.sections(set(by_suite)) for p in section.plots(by_suite[s])]
+        return [
+            p for s, section in self.sections(set(by_suite)) for p in section.plots(by_suite[s])
+        ]
 
     def figures(self) -> dict[str, suites.KeyFigure]:
         """Every key figure of the known suites, by id, the per-module problem count first."""
@@ -122,7 +132,14 @@ class Catalogue:
                 fn = f.interval if interval else f.value
                 try:
                     v = fn(r) if fn else None
-                except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError):
+                except (
+                    KeyError,
+                    TypeError,
+                    ValueError,
+                    ZeroDivisionError,
+                    IndexError,
+                    AttributeError,
+                ):
                     continue  # a result of another shape: no figure from it
                 if v is not None:
                     out[figure_key(r, f.id)] = v
@@ -134,7 +151,9 @@ class Catalogue:
         out = {k: float(v) for k, v in self._by_row(rows, interval=False).items()}
         problems: dict[str, int] = {}
         for r in rows:
-            problems[r["module"]] = problems.get(r["module"], 0) + (r["verdict"] in ("fail", "invalid"))
+            problems[r["module"]] = problems.get(r["module"], 0) + (
+                r["verdict"] in ("fail", "invalid")
+            )
         for module, n in problems.items():
             out[f"{module}|{PROBLEMS.id}|||"] = float(n)
         return out

@@ -30,7 +30,6 @@ FIGURES_SCHEMA = "mlagate.figures/1"
 COMMIT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 
 
-
 def key_figures(rows: list[dict]) -> dict[str, float]:
     """Key figures of one commit's results, as the shipped suites declare them."""
     return Catalogue.shipped().key_figures(rows)
@@ -55,8 +54,11 @@ def _figures(folder: Path) -> dict | None:
     merged = merged_doc.load_merged(merged_path)
     cat = Catalogue.of_merged(merged)
     data = {
-        "schema": FIGURES_SCHEMA, "figures_version": sorted(cat.figures()), "commit": merged["commit"],
-        "commit_time": merged.get("commit_time"), "counts": merged["counts"],
+        "schema": FIGURES_SCHEMA,
+        "figures_version": sorted(cat.figures()),
+        "commit": merged["commit"],
+        "commit_time": merged.get("commit_time"),
+        "counts": merged["counts"],
         "figures": cat.key_figures(merged["results"]),
         "labels": {fid: list(lu) for fid, lu in _labels(cat).items()},
     }
@@ -65,18 +67,26 @@ def _figures(folder: Path) -> dict | None:
 
 
 def add(history: Path, merged: dict, rerender: bool = False) -> Path:
-    """Add (or replace) a commit in the history, optionally re-render every commit page, rebuild the index."""
+    """Add (or replace) a commit in the history, optionally re-render every commit page, rebuild the
+    index."""
     history.mkdir(parents=True, exist_ok=True)
     report.write_commit(merged, history / merged["commit"], "../index.html")
     if rerender:
-        for folder in sorted(p for p in history.iterdir() if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()):
-            report.write_commit(merged_doc.load_merged(folder / "merged.json"), folder, "../index.html")
+        for folder in sorted(
+            p
+            for p in history.iterdir()
+            if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()
+        ):
+            report.write_commit(
+                merged_doc.load_merged(folder / "merged.json"), folder, "../index.html"
+            )
     return render_index(history)
 
 
 def load_commits(history: Path) -> list[dict]:
     """The key figures of every commit in a history folder, oldest first. A folder that does not
-    hold a well-formed commit is skipped with a warning on stderr: one bad folder never fails a gate."""
+    hold a well-formed commit is skipped with a warning on stderr: one bad folder never fails a
+    gate."""
     commits = []
     for p in sorted(Path(history).iterdir()):
         if not p.is_dir() or p.is_symlink():
@@ -85,8 +95,17 @@ def load_commits(history: Path) -> list[dict]:
             fig = _figures(p)
             if fig is not None:
                 commits.append(_checked(fig, p))
-        except (merged_doc.ReportError, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
-            print(f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr)
+        except (
+            merged_doc.ReportError,
+            ValueError,
+            TypeError,
+            KeyError,
+            OSError,
+            RecursionError,
+        ) as exc:
+            print(
+                f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr
+            )
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     return commits
 
@@ -125,7 +144,8 @@ def render_index(history: Path) -> Path:
 
 
 def trends(commits: list[dict]) -> list[dict]:
-    """Per series: values over commits (None where a commit has no value) and detected steps (commit indices)."""
+    """Per series: values over commits (None where a commit has no value) and detected steps (commit
+    indices)."""
     keys = sorted({k for c in commits for k in c["figures"]})
     out = []
     for k in keys:
@@ -137,7 +157,18 @@ def trends(commits: list[dict]) -> list[dict]:
             s["index"] = present[s["index"]][0]
             steps.append(s)
         module, fig, arm, geo, backend = k.split("|")
-        out.append({"key": k, "module": module, "figure": fig, "arm": arm, "geometry": geo, "backend": backend, "values": values, "steps": steps})
+        out.append(
+            {
+                "key": k,
+                "module": module,
+                "figure": fig,
+                "arm": arm,
+                "geometry": geo,
+                "backend": backend,
+                "values": values,
+                "steps": steps,
+            }
+        )
     return out
 
 
@@ -157,28 +188,53 @@ def index_page(commits: list[dict]) -> str:
     order = list(labels)
     steps_at: dict[int, list[str]] = {}
     by_module: dict[str, list[dict]] = {}
-    rank = lambda s: (order.index(s["figure"]) if s["figure"] in order else 99, s["arm"], s["geometry"], s["backend"])  # noqa: E731
+
+    def rank(s):
+        return (
+            order.index(s["figure"]) if s["figure"] in order else 99,
+            s["arm"],
+            s["geometry"],
+            s["backend"],
+        )
+
     for s in sorted(series, key=rank):
         label, unit = labels.get(s["figure"], (s["figure"], ""))
         present = [v for v in s["values"] if v is not None]
         steps = [
-            {"commit": commits[st["index"]]["commit"], "before": _fmt(st["before"], unit), "after": _fmt(st["after"], unit)}
+            {
+                "commit": commits[st["index"]]["commit"],
+                "before": _fmt(st["before"], unit),
+                "after": _fmt(st["after"], unit),
+            }
             for st in s["steps"]
         ]
         for st in s["steps"]:
-            steps_at.setdefault(st["index"], []).append(f"{s['module']} {label} {s['arm']} {s['geometry']}".strip())
-        by_module.setdefault(s["module"], []).append({
-            **s, "label": label, "unit": unit, "steps": steps,
-            "spark": plots.sparkline(s["values"], [st["index"] for st in s["steps"]], title=f"{s['module']} {label} {s['arm']}"),
-            "first": _fmt(present[0] if present else None, unit),
-            "latest": _fmt(present[-1] if present else None, unit),
-        })
+            steps_at.setdefault(st["index"], []).append(
+                f"{s['module']} {label} {s['arm']} {s['geometry']}".strip()
+            )
+        by_module.setdefault(s["module"], []).append(
+            {
+                **s,
+                "label": label,
+                "unit": unit,
+                "steps": steps,
+                "spark": plots.sparkline(
+                    s["values"],
+                    [st["index"] for st in s["steps"]],
+                    title=f"{s['module']} {label} {s['arm']}",
+                ),
+                "first": _fmt(present[0] if present else None, unit),
+                "latest": _fmt(present[-1] if present else None, unit),
+            }
+        )
     rows = []
     for idx in reversed(range(len(commits))):
         flagged = steps_at.get(idx, [])
         more = f" (+{len(flagged) - 6})" if len(flagged) > 6 else ""
         rows.append({**commits[idx], "n": idx + 1, "flagged": "; ".join(flagged[:6]) + more})
     return report.ENV.get_template("history.html.j2").render(
-        commits=commits, rendered=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        modules=sorted(by_module.items()), rows=rows,
+        commits=commits,
+        rendered=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        modules=sorted(by_module.items()),
+        rows=rows,
     )

@@ -23,7 +23,10 @@ def _clean(s) -> str:
 
 def testcase_name(r: dict) -> tuple[str, str]:
     geo = results.geometry_label(r)
-    return f"{r['suite']}.{r['module']}", f"{r['arm']}/{geo}/{r.get('dtype', '')}/{r.get('backend', '')}"
+    return (
+        f"{r['suite']}.{r['module']}",
+        f"{r['arm']}/{geo}/{r.get('dtype', '')}/{r.get('backend', '')}",
+    )
 
 
 def render(rows: list[dict], missing: list[str] = ()) -> str:
@@ -37,35 +40,77 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
     time_total = 0.0
     for suite in sorted(by_suite):
         rs = sorted(by_suite[suite], key=lambda r: r["case_id"])
-        counts = {"tests": len(rs), "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs), "errors": sum(r["verdict"] == "invalid" for r in rs),
-                  "skipped": sum(r["verdict"] == "argued" for r in rs)}
+        counts = {
+            "tests": len(rs),
+            "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs),
+            "errors": sum(r["verdict"] == "invalid" for r in rs),
+            "skipped": sum(r["verdict"] == "argued" for r in rs),
+        }
         t = sum(float(r.get("duration_s") or 0) for r in rs)
         time_total += t
-        ts = ET.SubElement(root, "testsuite", name=_clean(suite), time=f"{t:.3f}", **{k: str(v) for k, v in counts.items()})
+        ts = ET.SubElement(
+            root,
+            "testsuite",
+            name=_clean(suite),
+            time=f"{t:.3f}",
+            **{k: str(v) for k, v in counts.items()},
+        )
         for k in totals:
             totals[k] += counts[k]
         for r in rs:
             classname, name = testcase_name(r)
-            tc = ET.SubElement(ts, "testcase", classname=_clean(classname), name=_clean(name), time=f"{float(r.get('duration_s') or 0):.3f}")
+            tc = ET.SubElement(
+                ts,
+                "testcase",
+                classname=_clean(classname),
+                name=_clean(name),
+                time=f"{float(r.get('duration_s') or 0):.3f}",
+            )
             reason = _clean(r.get("reason", ""))
             outcome = outcomes.outcome(r)
-            detail = _clean(f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
-                            f"verdict: {r['verdict']} (expected {r.get('expected')}: {r.get('expectation', '')})\nreplay: {r.get('replay', '')}")
+            detail = _clean(
+                f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
+                f"verdict: {r['verdict']} (expected {r.get('expected')}: "
+                f"{r.get('expectation', '')})\nreplay: {r.get('replay', '')}"
+            )
             if outcome in outcomes.RED:
-                ET.SubElement(tc, "failure", message=_clean(f"{outcome}: {r.get('reason', '')}"), type=outcome.replace(" ", "-")).text = detail
+                ET.SubElement(
+                    tc,
+                    "failure",
+                    message=_clean(f"{outcome}: {r.get('reason', '')}"),
+                    type=outcome.replace(" ", "-"),
+                ).text = detail
             elif r["verdict"] == "fail":
-                ET.SubElement(tc, "system-out").text = _clean(f"as expected: {r.get('expectation', '')}\n{detail}")
+                ET.SubElement(tc, "system-out").text = _clean(
+                    f"as expected: {r.get('expectation', '')}\n{detail}"
+                )
             elif r["verdict"] == "invalid":
-                ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
+                ET.SubElement(
+                    tc, "error", message=f"invalid: {reason}", type="invalid"
+                ).text = detail
             elif r["verdict"] == "argued":
                 ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
             if r.get("stderr"):
                 ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
     if missing:
-        ts = ET.SubElement(root, "testsuite", name="missing", time="0.000", tests=str(len(missing)), failures="0", errors=str(len(missing)), skipped="0")
+        ts = ET.SubElement(
+            root,
+            "testsuite",
+            name="missing",
+            time="0.000",
+            tests=str(len(missing)),
+            failures="0",
+            errors=str(len(missing)),
+            skipped="0",
+        )
         for cid in missing:
             tc = ET.SubElement(ts, "testcase", classname="missing", name=_clean(cid), time="0.000")
-            ET.SubElement(tc, "error", message="missing: the plan holds this case and no result was written", type="missing")
+            ET.SubElement(
+                tc,
+                "error",
+                message="missing: the plan holds this case and no result was written",
+                type="missing",
+            )
         totals["tests"] += len(missing)
         totals["errors"] += len(missing)
     for k, v in totals.items():

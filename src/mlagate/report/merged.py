@@ -35,7 +35,15 @@ def _json(data: bytes | str, where: str):
         raise ReportError(str(exc)) from None
 
 
-NOT_RESULTS = ("merged.json", "manifest.json", "merge.json", "shard-cases.json", "machine.json", "resume-cases.json", "plan.json")  # what run, merge and report write beside results
+NOT_RESULTS = (
+    "merged.json",
+    "manifest.json",
+    "merge.json",
+    "shard-cases.json",
+    "machine.json",
+    "resume-cases.json",
+    "plan.json",
+)  # what run, merge and report write beside results
 
 
 def load_source(path: Path) -> list[dict]:
@@ -50,9 +58,13 @@ def load_source(path: Path) -> list[dict]:
         elif (path / "merged.json").exists():
             return load_source(path / "merged.json")  # a report's or a history commit's folder
         else:
-            files = [f for f in sorted(path.glob("*.json")) if f.name not in NOT_RESULTS] or sorted(path.glob("**/results/*.json"))
+            files = [f for f in sorted(path.glob("*.json")) if f.name not in NOT_RESULTS] or sorted(
+                path.glob("**/results/*.json")
+            )
         if not files:
-            raise ReportError(f"{path}: holds no result JSON (looked for *.json and **/results/*.json)")
+            raise ReportError(
+                f"{path}: holds no result JSON (looked for *.json and **/results/*.json)"
+            )
         rows = []
         for f in files:
             try:
@@ -66,8 +78,20 @@ def load_source(path: Path) -> list[dict]:
             with tarfile.open(path, "r:gz") as tar:
                 for m in sorted(tar.getmembers(), key=lambda m: m.name):
                     parts = m.name.split("/")
-                    if m.isfile() and m.name.endswith(".json") and len(parts) >= 2 and parts[-2] == "results":
-                        rows.append(_check(_json(tar.extractfile(m).read(documents.MAX_BYTES), f"{path}:{m.name}"), f"{path}:{m.name}"))
+                    if (
+                        m.isfile()
+                        and m.name.endswith(".json")
+                        and len(parts) >= 2
+                        and parts[-2] == "results"
+                    ):
+                        rows.append(
+                            _check(
+                                _json(
+                                    tar.extractfile(m).read(documents.MAX_BYTES), f"{path}:{m.name}"
+                                ),
+                                f"{path}:{m.name}",
+                            )
+                        )
         except (OSError, tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ReportError(f"{path}: not a readable results archive ({exc})") from None
         if not rows:
@@ -88,13 +112,18 @@ def load_merged(path: Path) -> dict:
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != MERGED_SCHEMA:
-        raise ReportError(f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, expected {MERGED_SCHEMA}")
+        raise ReportError(
+            f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, "
+            f"expected {MERGED_SCHEMA}"
+        )
     for i, r in enumerate(data.get("results", [])):
         _check(r, f"{path}: result {i}")
     return data
 
 
-def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None) -> dict:
+def merge(
+    sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None
+) -> dict:
     """One document from several sources. The same case_id in two sources: the result that
     started last is kept, the others are listed under `superseded` (case id, source, started)."""
     chosen: dict[tuple[str, str], tuple[dict, str]] = {}
@@ -105,11 +134,22 @@ def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str |
             old = chosen.get(key)
             if old is None or (r.get("started") or "") >= (old[0].get("started") or ""):
                 if old is not None:
-                    superseded.append({"case_id": r["case_id"], "source": old[1], "started": old[0].get("started")})
+                    superseded.append(
+                        {
+                            "case_id": r["case_id"],
+                            "source": old[1],
+                            "started": old[0].get("started"),
+                        }
+                    )
                 chosen[key] = (r, name)
             else:
-                superseded.append({"case_id": r["case_id"], "source": name, "started": r.get("started")})
-    rows = sorted((r for r, _ in chosen.values()), key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]))
+                superseded.append(
+                    {"case_id": r["case_id"], "source": name, "started": r.get("started")}
+                )
+    rows = sorted(
+        (r for r, _ in chosen.values()),
+        key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]),
+    )
     counts = {v: 0 for v in results.VERDICTS}
     for r in rows:
         counts[r["verdict"]] += 1
@@ -130,7 +170,13 @@ def merge(sources: list[tuple[str, list[dict]]], commit: str, commit_time: str |
 def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
     """(commit id, commit time) of the checkout at cwd, or (None, None) outside git."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%H %cI"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%H %cI"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     if out.returncode != 0 or not out.stdout.strip():
@@ -146,7 +192,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
-    """What `mlagate merge` found missing (cases, shards) or unplanned, from a merge.json beside a source."""
+    """What `mlagate merge` found missing (cases, shards) or unplanned, from a merge.json beside a
+    source."""
     gaps: dict[str, list[str]] = {"missing": [], "missing_shards": [], "unplanned": []}
     for src in sources:
         path = Path(src) / "merge.json"

@@ -28,8 +28,18 @@ TEMPLATES = Path(__file__).resolve().parent / "templates" / "page"
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 # a verdict is told by its symbol and its word as well as its colour
 VERDICT_SYMBOL = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
-VERDICT_WORD = {"pass": "pass", "fail": "fail", "invalid": "invalid", "argued": "argued-not-measured"}
-ARM_KEYS = ("arm", "arm_dir", "arm_version", "arm_key")  # per arm; the rest is the run's environment
+VERDICT_WORD = {
+    "pass": "pass",
+    "fail": "fail",
+    "invalid": "invalid",
+    "argued": "argued-not-measured",
+}
+ARM_KEYS = (
+    "arm",
+    "arm_dir",
+    "arm_version",
+    "arm_key",
+)  # per arm; the rest is the run's environment
 CSS = (TEMPLATES / "page.css").read_text(encoding="utf-8")
 COPY_SCRIPT = (TEMPLATES / "copy.html").read_text(encoding="utf-8")
 
@@ -93,13 +103,15 @@ def verdict_matrix(rows: list[dict], cat: Catalogue) -> list[dict]:
     out = []
     for (backend, runner), env_rows in sorted(by_env.items()):
         fps = [r.get("fingerprint") or {} for r in env_rows]
-        out.append({
-            "backend": backend,
-            "runner": runner,
-            "devices": sorted({str(fp["device"]) for fp in fps if fp.get("device")}),
-            "n": len(env_rows),
-            "boxes": [_box(env_rows, kind, suites) for kind, suites in cat.kinds(env_rows)],
-        })
+        out.append(
+            {
+                "backend": backend,
+                "runner": runner,
+                "devices": sorted({str(fp["device"]) for fp in fps if fp.get("device")}),
+                "n": len(env_rows),
+                "boxes": [_box(env_rows, kind, suites) for kind, suites in cat.kinds(env_rows)],
+            }
+        )
     return out
 
 
@@ -123,7 +135,10 @@ def _case(r: dict, anchor: bool) -> dict:
 
 def problems(rows: list[dict]) -> list[dict]:
     order = lambda r: (VERDICT_ORDER[r["verdict"]], r["suite"], r["module"], r["arm"], r["case_id"])  # noqa: E731
-    return [_case(r, True) for r in sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=order)]
+    return [
+        _case(r, True)
+        for r in sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=order)
+    ]
 
 
 def cases(rows: list[dict]) -> list[dict]:
@@ -134,10 +149,13 @@ def cases(rows: list[dict]) -> list[dict]:
 
 def machines(merged: dict) -> list[dict]:
     """The machine of each run folder: CPU, cores, memory, and the load at its start and end."""
+
     def load(m: dict, when: str) -> list:
         return [(m.get(when) or {}).get(k) for k in ("load_1m", "load_5m", "load_15m")]
 
-    return [dict(m, start=load(m, "start"), end=load(m, "end")) for m in merged.get("machines") or []]
+    return [
+        dict(m, start=load(m, "start"), end=load(m, "end")) for m in merged.get("machines") or []
+    ]
 
 
 def environments(rows: list[dict]) -> tuple[list[dict], list[str], list[tuple]]:
@@ -150,9 +168,14 @@ def environments(rows: list[dict]) -> tuple[list[dict], list[str], list[tuple]]:
             continue
         env = {k: v for k, v in fp.items() if k not in ARM_KEYS}
         envs.setdefault(json.dumps(env, sort_keys=True), env)
-        arms.add((fp.get("arm", r["arm"]), fp.get("arm_version"), fp.get("arm_key"), fp.get("backend")))
+        arms.add(
+            (fp.get("arm", r["arm"]), fp.get("arm_version"), fp.get("arm_key"), fp.get("backend"))
+        )
     shown = [
-        {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in e.items()}
+        {
+            k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+            for k, v in e.items()
+        }
         for e in envs.values()
     ]
     keys = sorted({k for e in shown for k in e})
@@ -164,13 +187,20 @@ def _gaps(merged: dict) -> dict | None:
     gaps = merged.get("gaps") or {}
     if not any(gaps.values()):
         return None
-    missing, shards, unplanned = (gaps.get(k, []) for k in ("missing", "missing_shards", "unplanned"))
+    missing, shards, unplanned = (
+        gaps.get(k, []) for k in ("missing", "missing_shards", "unplanned")
+    )
     listed = (
         [f"missing {x}" for x in missing]
         + [f"missing shard {x}" for x in shards]
         + [f"unplanned {x}" for x in unplanned]
     )
-    return {"missing": missing, "missing_shards": shards, "unplanned": unplanned, "listed": listed[:200]}
+    return {
+        "missing": missing,
+        "missing_shards": shards,
+        "unplanned": unplanned,
+        "listed": listed[:200],
+    }
 
 
 def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | None = None) -> str:
@@ -186,7 +216,9 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
     oc = merged.get("outcomes") or outcomes.counts(rows)
     mutation = ""
     if merged.get("mutation"):
-        from mlagate.report import mutation as killmatrix  # the kill-matrix section (mlagate mutate)
+        from mlagate.report import (
+            mutation as killmatrix,
+        )  # the kill-matrix section (mlagate mutate)
 
         mutation = Markup(killmatrix.section(merged["mutation"]))
     envs, env_keys, arms = environments(rows)

@@ -30,15 +30,29 @@ def render(merged: dict, max_problems: int = 50) -> str:
     oc = merged.get("outcomes") or outcomes.counts(rows)
     red = outcomes.exit_code(oc) != 0
     controls = outcomes.controls_line(rows)
-    out = [f"## mlagate: commit `{_md(merged['commit'])}`", "",
-           f"**gate {'red' if red else 'green'}: " + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES) + "**", "",
-           *([_md(controls), ""] if controls else []),
-           f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, {c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
-           f"({len(rows)} cases)", "", "| suite | pass | fail | invalid | argued |", "|---|---:|---:|---:|---:|"]
+    out = [
+        f"## mlagate: commit `{_md(merged['commit'])}`",
+        "",
+        f"**gate {'red' if red else 'green'}: "
+        + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES)
+        + "**",
+        "",
+        *([_md(controls), ""] if controls else []),
+        f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, "
+        f"{c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
+        f"({len(rows)} cases)",
+        "",
+        "| suite | pass | fail | invalid | argued |",
+        "|---|---:|---:|---:|---:|",
+    ]
     gaps = merged.get("gaps") or {}
     if any(gaps.values()):
-        out[2:2] = [f"**Not a complete run: {len(gaps.get('missing', []))} planned cases without a result, {len(gaps.get('missing_shards', []))} missing shards, "
-                    f"{len(gaps.get('unplanned', []))} unplanned results** (merge.json)", ""]
+        out[2:2] = [
+            f"**Not a complete run: {len(gaps.get('missing', []))} planned cases without a "
+            f"result, {len(gaps.get('missing_shards', []))} missing shards, "
+            f"{len(gaps.get('unplanned', []))} unplanned results** (merge.json)",
+            "",
+        ]
     by_suite: dict[str, dict[str, int]] = {}
     for r in rows:
         by_suite.setdefault(r["suite"], {v: 0 for v in results.VERDICTS})[r["verdict"]] += 1
@@ -48,13 +62,22 @@ def render(merged: dict, max_problems: int = 50) -> str:
     bad = [r for r in rows if outcomes.outcome(r) != "as expected"]
     bad.sort(key=lambda r: (outcomes.outcome(r) == "invalid", r["suite"], r["module"], r["arm"]))
     if bad:
-        out += ["", "### Cases that keep the gate red", "", "| outcome | verdict | suite | module | arm | geometry · dtype · backend | reason | replay |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "### Cases that keep the gate red",
+            "",
+            "| outcome | verdict | suite | module | arm | geometry · dtype · backend | reason | "
+            "replay |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in bad[:max_problems]:
             geo = results.geometry_label(r)
             where = f"{geo} · {r.get('dtype', '')} · {r.get('backend', '')}"
-            out.append(f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | {_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
-                       f"{_md(r.get('reason'))} | {_code(r.get('replay'))} |")
+            out.append(
+                f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | "
+                f"{_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
+                f"{_md(r.get('reason'))} | {_code(r.get('replay'))} |"
+            )
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
     return "\n".join(out) + "\n"

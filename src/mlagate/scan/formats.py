@@ -8,7 +8,14 @@ from mlagate import __version__
 from mlagate.scan import fixes as scanfix
 from mlagate.scan.guards import FAILING, RULES, ScanReport
 
-LEVEL = {"MLA001": "error", "MLA002": "error", "MLA003": "error", "MLA004": "error", "MLA005": "warning", "MLA006": "warning"}
+LEVEL = {
+    "MLA001": "error",
+    "MLA002": "error",
+    "MLA003": "error",
+    "MLA004": "error",
+    "MLA005": "warning",
+    "MLA006": "warning",
+}
 
 
 def text(report: ScanReport) -> str:
@@ -22,7 +29,10 @@ def text(report: ScanReport) -> str:
     allowed = sum(bool(f.allowed) for f in report.findings)
     if any(f.rule == "MLA001" and not f.allowed for f in report.findings):
         lines.append(f"the cache-aware decision: {scanfix.FORMULA}")
-    lines.append(f"{report.files} files, {len(report.modules)} MLA modules, {len(report.guards)} single-query guards; {failing} findings, {allowed} allowlisted")
+    lines.append(
+        f"{report.files} files, {len(report.modules)} MLA modules, {len(report.guards)} "
+        f"single-query guards; {failing} findings, {allowed} allowlisted"
+    )
     return "\n".join(lines)
 
 
@@ -32,8 +42,17 @@ def as_json(report: ScanReport) -> str:
 
 def sarif(report: ScanReport) -> str:
     rules = [
-        {"id": rid, "name": rid, "shortDescription": {"text": desc}, "defaultConfiguration": {"level": LEVEL[rid]},
-         **({"help": {"text": f"The cache-aware decision: {scanfix.FORMULA}."}} if rid == "MLA001" else {})}
+        {
+            "id": rid,
+            "name": rid,
+            "shortDescription": {"text": desc},
+            "defaultConfiguration": {"level": LEVEL[rid]},
+            **(
+                {"help": {"text": f"The cache-aware decision: {scanfix.FORMULA}."}}
+                if rid == "MLA001"
+                else {}
+            ),
+        }
         for rid, desc in RULES.items()
     ]
     results = []
@@ -41,8 +60,17 @@ def sarif(report: ScanReport) -> str:
         result = {
             "ruleId": f.rule,
             "level": LEVEL[f.rule] if f.rule in FAILING or f.rule not in LEVEL else LEVEL[f.rule],
-            "message": {"text": f.message + (f". Suggested change: {f.suggestion}" if f.suggestion else "")},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": {"startLine": f.line, "startColumn": f.column}}}],
+            "message": {
+                "text": f.message + (f". Suggested change: {f.suggestion}" if f.suggestion else "")
+            },
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.path},
+                        "region": {"startLine": f.line, "startColumn": f.column},
+                    }
+                }
+            ],
         }
         fix = scanfix.sarif_fix(f)
         if fix:
@@ -53,7 +81,12 @@ def sarif(report: ScanReport) -> str:
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "mlagate", "version": __version__, "rules": rules}}, "results": results}],
+        "runs": [
+            {
+                "tool": {"driver": {"name": "mlagate", "version": __version__, "rules": rules}},
+                "results": results,
+            }
+        ],
     }
     return json.dumps(doc, indent=1)
 
@@ -68,8 +101,13 @@ def github(report: ScanReport) -> str:
     lines = []
     for f in report.findings:
         kind = "error" if f.failing else ("notice" if f.allowed else "warning")
-        message = f.message + (f" (allowlisted: {f.allowed})" if f.allowed else "") + (f"\nSuggested change: {f.suggestion}" if f.suggestion else "")
-        lines.append(f"::{kind} file={prop(f.path)},line={f.line},col={f.column},title={f.rule}::{esc(message)}")
+        message = (
+            f.message
+            + (f" (allowlisted: {f.allowed})" if f.allowed else "")
+            + (f"\nSuggested change: {f.suggestion}" if f.suggestion else "")
+        )
+        where = f"file={prop(f.path)},line={f.line},col={f.column},title={f.rule}"
+        lines.append(f"::{kind} {where}::{esc(message)}")
     return "\n".join(lines)
 
 

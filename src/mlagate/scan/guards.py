@@ -42,13 +42,20 @@ def _called_attrs(cls: ast.ClassDef) -> set[str]:
     return {
         node.func.attr
         for node in ast.walk(cls)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
     }
 
 
 def mla_classes(tree: ast.Module) -> list[str]:
     """Classes that implement the dispatch: their own code calls both projections."""
-    return [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)]
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)
+    ]
 
 
 def _import_path(path: Path, root: Path) -> str:
@@ -84,9 +91,17 @@ def _const(node) -> int | None:
 
 def _shape_index(node) -> int | None:
     """k for `<expr>.shape[k]` with a literal k (negative allowed)."""
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "shape"
+    ):
         idx = node.slice
-        if isinstance(idx, ast.UnaryOp) and isinstance(idx.op, ast.USub) and _const(idx.operand) is not None:
+        if (
+            isinstance(idx, ast.UnaryOp)
+            and isinstance(idx.op, ast.USub)
+            and _const(idx.operand) is not None
+        ):
             return -_const(idx.operand)
         return _const(idx)
     return None
@@ -95,11 +110,30 @@ def _shape_index(node) -> int | None:
 def _is_shape(node) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "shape":
         return True
-    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and isinstance(node.slice, ast.Slice)
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "shape"
+        and isinstance(node.slice, ast.Slice)
+    )
 
 
 _TUPLE_POSITION = {2: 1, 3: 1, 4: 2}
-QUERY_NAMES = {"x", "h", "hidden", "hidden_states", "inputs", "input_ids", "inputs_embeds", "tokens", "q", "query", "queries", "q_nope", "q_pe"}
+QUERY_NAMES = {
+    "x",
+    "h",
+    "hidden",
+    "hidden_states",
+    "inputs",
+    "input_ids",
+    "inputs_embeds",
+    "tokens",
+    "q",
+    "query",
+    "queries",
+    "q_nope",
+    "q_pe",
+}
 _NOT_QUERY = ("self", "cache", "mask", "state")
 
 
@@ -115,7 +149,8 @@ def _child_blocks(stmt):
 
 
 def _statements(block):
-    """Every statement under block, in source order, without entering nested functions or classes."""
+    """Every statement under block, in source order, without entering nested functions or
+    classes."""
     for stmt in block:
         yield stmt
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -129,7 +164,11 @@ class _Function:
 
     def __init__(self, fn):
         args = fn.args
-        self.params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if not any(w in a.arg for w in _NOT_QUERY)}
+        self.params = {
+            a.arg
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if not any(w in a.arg for w in _NOT_QUERY)
+        }
         self.lengths: set[str] = set()
         self.flags: dict[str, str | None] = {}
 
@@ -145,7 +184,11 @@ class _Function:
         if isinstance(target, ast.Tuple) and _is_shape(value):
             base = value if isinstance(value, ast.Attribute) else value.value
             pos = _TUPLE_POSITION.get(len(target.elts))
-            if pos is not None and isinstance(target.elts[pos], ast.Name) and self.query_like(base.value):
+            if (
+                pos is not None
+                and isinstance(target.elts[pos], ast.Name)
+                and self.query_like(base.value)
+            ):
                 self.lengths.add(target.elts[pos].id)
             return
         if not isinstance(target, ast.Name):
@@ -184,15 +227,21 @@ class _Function:
     def _compare(self, left, op, right) -> str | None:
         if self.is_length(right) and not self.is_length(left):
             left, right = right, left
-            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(type(op), op)
+            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(
+                type(op), op
+            )
         if not self.is_length(left):
             return None
         c = _const(right)
         if c is None:
             return None
         table = {
-            (ast.Eq, 1): SINGLE, (ast.LtE, 1): SINGLE, (ast.Lt, 2): SINGLE,
-            (ast.NotEq, 1): MULTI, (ast.Gt, 1): MULTI, (ast.GtE, 2): MULTI,
+            (ast.Eq, 1): SINGLE,
+            (ast.LtE, 1): SINGLE,
+            (ast.Lt, 2): SINGLE,
+            (ast.NotEq, 1): MULTI,
+            (ast.Gt, 1): MULTI,
+            (ast.GtE, 2): MULTI,
         }
         return table.get((type(op), c))
 
@@ -235,7 +284,9 @@ class Finding:
     guard: str = ""
     gates: str = ""
     allowed: str = ""  # the allowlist reason, when one matched
-    test_span: tuple[int, int, int, int] | None = None  # the guard's test: line, column, end line, end column (1-based)
+    test_span: tuple[int, int, int, int] | None = (
+        None  # the guard's test: line, column, end line, end column (1-based)
+    )
     suggestion: str = ""  # the change that fixes it, in words and code
 
     @property
@@ -248,7 +299,9 @@ class ScanReport:
     roots: list[str]
     files: int = 0
     findings: list[Finding] = field(default_factory=list)
-    guards: list[Finding] = field(default_factory=list)  # every single-query guard seen, whatever it gates
+    guards: list[Finding] = field(
+        default_factory=list
+    )  # every single-query guard seen, whatever it gates
     modules: list[tuple[str, str]] = field(default_factory=list)
     module_names: set[str] = field(default_factory=set)
 
@@ -281,7 +334,9 @@ def _files(roots: list[Path]):
             yield root, _package_root(root)
             continue
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and d != "__pycache__"
+            )
             for name in sorted(filenames):
                 if name.endswith(".py"):
                     path = Path(dirpath) / name
@@ -292,9 +347,23 @@ def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
         tree = ast.parse(text, str(path))
-    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError) as exc:  # a link loop, a deep expression
+    except (
+        SyntaxError,
+        ValueError,
+        OSError,
+        RecursionError,
+        MemoryError,
+    ) as exc:  # a link loop, a deep expression
         why = getattr(exc, "strerror", None) or str(exc).splitlines()[0] if str(exc) else ""
-        report.findings.append(Finding("MLA006", display, getattr(exc, "lineno", 1) or 1, 1, f"not parsed: {exc.__class__.__name__}: {why}"))
+        report.findings.append(
+            Finding(
+                "MLA006",
+                display,
+                getattr(exc, "lineno", 1) or 1,
+                1,
+                f"not parsed: {exc.__class__.__name__}: {why}",
+            )
+        )
         return
     module = _import_path(path, root) if root in path.parents else path.stem
     report.module_names.add(module)
@@ -328,34 +397,70 @@ def _guard(node, test, body, orelse, scope, text, module, display, report) -> No
         return
     what = gates(body if kind == SINGLE else orelse)
     guard = " ".join((ast.get_source_segment(text, test) or "?").split())
-    finding = Finding("", display, node.lineno, node.col_offset + 1, "", module, guard, what,
-                      test_span=(test.lineno, test.col_offset + 1, test.end_lineno or test.lineno, (test.end_col_offset or 0) + 1))
+    finding = Finding(
+        "",
+        display,
+        node.lineno,
+        node.col_offset + 1,
+        "",
+        module,
+        guard,
+        what,
+        test_span=(
+            test.lineno,
+            test.col_offset + 1,
+            test.end_lineno or test.lineno,
+            (test.end_col_offset or 0) + 1,
+        ),
+    )
     report.guards.append(finding)
     if what == "absorbed":
         finding.rule = "MLA001"
-        finding.message = f"`{guard}` restricts the absorbed path to a single query; a speculative verify step (L >= 2) re-expands the whole cache"
+        finding.message = (
+            f"`{guard}` restricts the absorbed path to a single query; a "
+            "speculative verify step (L >= 2) re-expands the whole cache"
+        )
     elif what == "pooling":
         finding.rule = "MLA002"
-        finding.message = f"`{guard}` restricts the indexer's pool reuse to one new token; a wide step re-pools the whole cache"
+        finding.message = (
+            f"`{guard}` restricts the indexer's pool reuse to one new token; a wide "
+            "step re-pools the whole cache"
+        )
     else:
         return
     report.findings.append(finding)
 
 
-def _scan_decisions(cls: ast.ClassDef, text: str, module: str, display: str, report: ScanReport) -> None:
+def _scan_decisions(
+    cls: ast.ClassDef, text: str, module: str, display: str, report: ScanReport
+) -> None:
     segment = ast.get_source_segment(text, cls) or ""
     sites = probes.find_guards(segment, cls.name) if segment else []
     sources = {" ".join(s.source.split()) for s in sites}
     if len(sources) > 1:
         first = min(sites, key=lambda s: s.line)
-        report.findings.append(Finding(
-            "MLA003", display, cls.lineno + first.line - 1, 1,
-            f"{cls.name}: its guards read different conditions ({' / '.join(sorted(sources))}); the query fold and the output unfold can disagree",
-            module, guard=" / ".join(sorted(sources)), gates="absorbed",
-        ))
+        report.findings.append(
+            Finding(
+                "MLA003",
+                display,
+                cls.lineno + first.line - 1,
+                1,
+                f"{cls.name}: its guards read different conditions "
+                f"({' / '.join(sorted(sources))}); the query fold and the output unfold can "
+                "disagree",
+                module,
+                guard=" / ".join(sorted(sources)),
+                gates="absorbed",
+            )
+        )
 
 
-def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | None = None, root: Path | None = None) -> ScanReport:
+def scan(
+    paths: list[Path],
+    allowlist=(),
+    registered: set[tuple[str, str]] | None = None,
+    root: Path | None = None,
+) -> ScanReport:
     """Scan files and folders; allowlist entries (module, guard, reason) silence matching guards.
 
     A module matches an allowlist entry or a registered (import path, class) pair when its
@@ -379,17 +484,42 @@ def scan(paths: list[Path], allowlist=(), registered: set[tuple[str, str]] | Non
     used = set()
     for finding in report.findings + [g for g in report.guards if g not in report.findings]:
         for i, allow in enumerate(allowlist):
-            if _suffix(finding.module, allow.module) and finding.guard == " ".join(allow.guard.split()) and finding.gates == allow.gates:
+            if (
+                _suffix(finding.module, allow.module)
+                and finding.guard == " ".join(allow.guard.split())
+                and finding.gates == allow.gates
+            ):
                 finding.allowed = allow.reason
                 used.add(i)
-    scanned = {g.module for g in report.guards} | {m for m, _ in report.modules} | report.module_names
+    scanned = (
+        {g.module for g in report.guards} | {m for m, _ in report.modules} | report.module_names
+    )
     for i, allow in enumerate(allowlist):
         if i not in used and any(_suffix(m, allow.module) for m in scanned):
-            report.findings.append(Finding("MLA005", allow.module, 1, 1, f"allowlist entry `{allow.guard}` in {allow.module} matches no guard any more", allow.module, allow.guard))
+            report.findings.append(
+                Finding(
+                    "MLA005",
+                    allow.module,
+                    1,
+                    1,
+                    f"allowlist entry `{allow.guard}` in {allow.module} matches no guard any more",
+                    allow.module,
+                    allow.guard,
+                )
+            )
     if registered is not None:
         for module, cls in report.modules:
             if not any(_suffix(module, m) and cls == c for m, c in registered):
-                report.findings.append(Finding("MLA004", module, 1, 1, f"{module}:{cls} is an MLA module the matrix does not register", module))
+                report.findings.append(
+                    Finding(
+                        "MLA004",
+                        module,
+                        1,
+                        1,
+                        f"{module}:{cls} is an MLA module the matrix does not register",
+                        module,
+                    )
+                )
     report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
     for f in report.findings:
         f.suggestion = scanfix.suggestion(f)

@@ -1,4 +1,5 @@
-"""The MLX device calls shared by the worker's ops (worker side: MLX is passed in, nothing imported)."""
+"""The MLX device calls shared by the worker's ops (worker side: MLX is passed in, nothing
+imported)."""
 
 
 def clear_cache(mx) -> None:

@@ -63,7 +63,9 @@ class Forcing:
 
     sites: list[GuardSite] = field(default_factory=list)
     mode: str | None = None  # None: natural; else one of PATHS
-    decisions: list[tuple[int, bool]] = field(default_factory=list)  # (site, natural choice is absorbed)
+    decisions: list[tuple[int, bool]] = field(
+        default_factory=list
+    )  # (site, natural choice is absorbed)
 
     def __call__(self, site: int, absorbed_when: bool, value):
         natural_absorbed = bool(value) == absorbed_when
@@ -77,7 +79,13 @@ def _calls(stmts: list[ast.stmt]) -> list[ast.Call]:
     found = []
     for stmt in stmts:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and node.func.attr in ("embed_q", "unembed_out"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                and node.func.attr in ("embed_q", "unembed_out")
+            ):
                 found.append(node)
     return found
 
@@ -97,7 +105,11 @@ def _branch_kind(stmts: list[ast.stmt], latents: set[str]) -> str | None:
     calls = _calls(stmts)
     if not calls:
         return None
-    expands = any(_is_expansion(c) or (c.func.attr == "unembed_out" and c.args and ast.dump(c.args[0]) in latents) for c in calls)
+    expands = any(
+        _is_expansion(c)
+        or (c.func.attr == "unembed_out" and c.args and ast.dump(c.args[0]) in latents)
+        for c in calls
+    )
     return "materialised" if expands else "absorbed"
 
 
@@ -111,7 +123,9 @@ class _GuardRewriter(ast.NodeTransformer):
     def visit_ClassDef(self, node):
         if node.name != self.cls_name:
             return node
-        self.latents = {ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args}
+        self.latents = {
+            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
+        }
         self._in_class = True
         self.generic_visit(node)
         self._in_class = False
@@ -121,13 +135,21 @@ class _GuardRewriter(ast.NodeTransformer):
         self.generic_visit(node)
         if not self._in_class:
             return node
-        body, orelse = _branch_kind(node.body, self.latents), _branch_kind(node.orelse, self.latents)
+        body, orelse = (
+            _branch_kind(node.body, self.latents),
+            _branch_kind(node.orelse, self.latents),
+        )
         if body is None and orelse is None:
             return node
         if body == orelse:
             return node  # both branches do the same thing: not a path guard
         absorbed_when = body == "absorbed" if body is not None else orelse != "absorbed"
-        site = GuardSite(len(self.sites), node.lineno, absorbed_when, ast.get_source_segment(self.text, node.test) or "?")
+        site = GuardSite(
+            len(self.sites),
+            node.lineno,
+            absorbed_when,
+            ast.get_source_segment(self.text, node.test) or "?",
+        )
         self.sites.append(site)
         node.test = ast.Call(
             func=ast.Name(GUARD_HOOK, ast.Load()),
@@ -160,7 +182,9 @@ def load_forced(import_path: str, cls_name: str):
     tree = ast.fix_missing_locations(rewriter.visit(tree))
     forcing = Forcing(sites=rewriter.sites)
     name = import_path + FORCED_SUFFIX
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None, origin=spec.origin))
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader(name, loader=None, origin=spec.origin)
+    )
     module.__file__ = spec.origin
     module.__package__ = import_path.rpartition(".")[0]
     setattr(module, GUARD_HOOK, forcing)
@@ -207,7 +231,9 @@ class Counters:
             events.append(Event(layer, op, tuple(x.shape)))
             return base.__call__(self, x, transpose)
 
-        proj.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+        proj.__class__ = type(
+            base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__}
+        )
 
     def clear(self) -> None:
         self.events.clear()

@@ -53,7 +53,9 @@ class Selections:
             calls.append(out[0] if isinstance(out, tuple) else out)
             return out
 
-        indexer.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+        indexer.__class__ = type(
+            base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__}
+        )
 
 
 def rollback_api(package: str) -> tuple[str, object]:
@@ -95,13 +97,19 @@ def _flat(value, prefix: str, into: list) -> None:
 
 
 def snapshot(mx, caches) -> list[dict]:
-    """Every leaf cache's public offset and state arrays (copied), plus a private pool if one exists."""
+    """Every leaf cache's public offset and state arrays (copied), plus a private pool if one
+    exists."""
     snap = []
     for c in leaves(caches):
         arrays: list = []
         _flat(getattr(c, "state", None), "state", arrays)
         offset = _int(getattr(c, "offset", None))
-        entry = {"type": type(c).__name__, "offset": offset, "arrays": [(name, mx.array(_live(a, offset))) for name, a in arrays], "private": []}
+        entry = {
+            "type": type(c).__name__,
+            "offset": offset,
+            "arrays": [(name, mx.array(_live(a, offset))) for name, a in arrays],
+            "private": [],
+        }
         pool = c.__dict__.get(PRIVATE_POOL)
         if isinstance(pool, tuple):
             parts: list = []
@@ -116,7 +124,12 @@ def snapshot(mx, caches) -> list[dict]:
 def _live(a, offset):
     """The live part of a (B, H, T, D) state array: a cache that preallocates (mlx-lm's KVCache
     returns its whole buffer as state) holds stale rows past its offset, which mean nothing."""
-    if isinstance(offset, int) and not isinstance(offset, bool) and a.ndim == 4 and a.shape[2] > offset:
+    if (
+        isinstance(offset, int)
+        and not isinstance(offset, bool)
+        and a.ndim == 4
+        and a.shape[2] > offset
+    ):
         return a[..., :offset, :]
     return a
 
@@ -137,7 +150,9 @@ class ScriptRun:
 
     def __init__(self):
         self.logits: dict[int, object] = {}
-        self.topk: dict[tuple[int, int], object] = {}  # (indexer call order in a forward, position) -> sorted row or "dense"
+        self.topk: dict[
+            tuple[int, int], object
+        ] = {}  # (indexer call order in a forward, position) -> sorted row or "dense"
         self.marks: dict[str, list[dict]] = {}
         self.log: list[dict] = []
         self.length = 0
@@ -161,14 +176,23 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
         tokens = mx.array([step["tokens"]], dtype=mx.int32)
         S = tokens.shape[1]
         keep = step.get("keep")
-        txn = api.start_speculative_cache(cache, S) if (keep is not None and name == "transaction") else None
+        txn = (
+            api.start_speculative_cache(cache, S)
+            if (keep is not None and name == "transaction")
+            else None
+        )
         selections.calls.clear()
         try:
             out = worker._forward(entry["model"], tokens, cache)
             mx.eval(out)
         except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
-            run.error = {"step": i, "length": run.length, "S": S, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                         "at": tracing.runtime_frame(exc, worker.arm_dir) or tracing.innermost_frame(exc)}
+            run.error = {
+                "step": i,
+                "length": run.length,
+                "S": S,
+                "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                "at": tracing.runtime_frame(exc, worker.arm_dir) or tracing.innermost_frame(exc),
+            }
             break
         start = run.length
         rows = out[0].astype(mx.float32)
@@ -181,7 +205,9 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
                     run.topk[(order, start + j)] = "dense"
                 continue
             rows_sel = mx.sort(sel.reshape(-1, sel.shape[-2], sel.shape[-1])[0], axis=-1).tolist()
-            first = start + S - len(rows_sel)  # an indexer that returns only the last rows covers the last positions
+            first = (
+                start + S - len(rows_sel)
+            )  # an indexer that returns only the last rows covers the last positions
             for j, row in enumerate(rows_sel):
                 run.topk[(order, first + j)] = row
         run.length += S
@@ -207,12 +233,24 @@ def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
         return {"rollback": name, "rejected": 0}
     if name == "trim_prompt_cache":
         if hasattr(api, "can_trim_prompt_cache") and not api.can_trim_prompt_cache(cache):
-            raise RollbackRefused(f"can_trim_prompt_cache says the cache cannot be trimmed ({', '.join(sorted({type(c).__name__ for c in leaves(cache)}))})")
+            raise RollbackRefused(
+                "can_trim_prompt_cache says the cache cannot be trimmed "
+                f"({', '.join(sorted({type(c).__name__ for c in leaves(cache)}))})"
+            )
         trimmed = api.trim_prompt_cache(cache, k)
-        return {"rollback": name, "rejected": k, "trimmed": _int(trimmed) if not isinstance(trimmed, list) else None}
-    refused = [type(c).__name__ for c in cache if hasattr(c, "is_trimmable") and not c.is_trimmable()]
+        return {
+            "rollback": name,
+            "rejected": k,
+            "trimmed": _int(trimmed) if not isinstance(trimmed, list) else None,
+        }
+    refused = [
+        type(c).__name__ for c in cache if hasattr(c, "is_trimmable") and not c.is_trimmable()
+    ]
     if refused:
-        raise RollbackRefused(f"is_trimmable() is False for {', '.join(sorted(set(refused)))}: the runtime cannot drop rejected tokens")
+        raise RollbackRefused(
+            f"is_trimmable() is False for {', '.join(sorted(set(refused)))}: the runtime cannot "
+            "drop rejected tokens"
+        )
     trimmed = [c.trim(k) for c in cache]
     return {"rollback": name, "rejected": k, "trimmed": _int(trimmed[0]) if trimmed else None}
 
@@ -241,7 +279,10 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
     """Tested against reference: positions, logits (ULPs), argmax where the margin is clear,
     selections (exact), and every mark's cache offsets (exact) and state arrays (ULPs)."""
     bits = BITS[dtype]
-    out: dict = {"positions": {"tested": len(tested.logits), "reference": len(ref.logits)}, "errors": {"tested": tested.error, "reference": ref.error}}
+    out: dict = {
+        "positions": {"tested": len(tested.logits), "reference": len(ref.logits)},
+        "errors": {"tested": tested.error, "reference": ref.error},
+    }
     only_t = sorted(set(tested.logits) - set(ref.logits))
     only_r = sorted(set(ref.logits) - set(tested.logits))
     out["positions"].update({"only_tested": only_t[:8], "only_reference": only_r[:8]})
@@ -259,7 +300,12 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
             per_pos.append({"position": p, "ulps": e})
             if a != b and m > margin_ulps:
                 argmax.append({"position": p, "reference": a, "tested": b, "margin_ulps": m})
-        out["logits"] = {"unit": unit, "max_ulps": max(err), "worst_position": common[err.index(max(err))], "per_position": per_pos}
+        out["logits"] = {
+            "unit": unit,
+            "max_ulps": max(err),
+            "worst_position": common[err.index(max(err))],
+            "per_position": per_pos,
+        }
     out["argmax_disagreements"] = argmax
     mism, same, dense = [], 0, 0
     for key in sorted(set(tested.topk) & set(ref.topk), key=lambda k: (k[1], k[0])):
@@ -269,9 +315,24 @@ def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps:
             dense += a == "dense"
         else:
             mism.append({"indexer": key[0], "position": key[1], "tested": a, "reference": b})
-    for key in sorted(set(tested.topk) ^ set(ref.topk), key=lambda k: (k[1], k[0])):  # a selection one side made and the other did not
-        mism.append({"indexer": key[0], "position": key[1], "tested": tested.topk.get(key, "absent"), "reference": ref.topk.get(key, "absent")})
-    out["topk"] = {"compared": same + len(mism), "equal": same, "dense": dense, "mismatches": mism[:4], "mismatch_count": len(mism)}
+    for key in sorted(
+        set(tested.topk) ^ set(ref.topk), key=lambda k: (k[1], k[0])
+    ):  # a selection one side made and the other did not
+        mism.append(
+            {
+                "indexer": key[0],
+                "position": key[1],
+                "tested": tested.topk.get(key, "absent"),
+                "reference": ref.topk.get(key, "absent"),
+            }
+        )
+    out["topk"] = {
+        "compared": same + len(mism),
+        "equal": same,
+        "dense": dense,
+        "mismatches": mism[:4],
+        "mismatch_count": len(mism),
+    }
     marks = {}
     for label in sorted(set(tested.marks) & set(ref.marks)):
         marks[label] = _compare_snapshots(mx, tested.marks[label], ref.marks[label], bits)
@@ -286,14 +347,20 @@ def _compare_snapshots(mx, tested: list[dict], ref: list[dict], bits: int) -> di
     for i, (t, r) in enumerate(zip(tested, ref, strict=False)):
         where = f"cache[{i}] {r['type']}"
         if t["offset"] != r["offset"]:
-            problems.append(f"{where}: offset {t['offset']} vs {r['offset']} in the run that never saw the rejected tokens")
+            problems.append(
+                f"{where}: offset {t['offset']} vs {r['offset']} in the run that never saw the "
+                "rejected tokens"
+            )
         for (name, a), (_, b) in zip(t["arrays"], r["arrays"], strict=False):
             problems.extend(_compare_array(mx, f"{where} {name}", a, b, bits, worst))
         if len(t["arrays"]) != len(r["arrays"]):
             problems.append(f"{where}: {len(t['arrays'])} state arrays vs {len(r['arrays'])}")
         if t.get("private") or r.get("private"):
             if t.get("private_length") != r.get("private_length"):
-                private.append(f"{where} private {PRIVATE_POOL} remembers length {t.get('private_length')} vs {r.get('private_length')} (the cache's public offset is {t['offset']})")
+                private.append(
+                    f"{where} private {PRIVATE_POOL} remembers length {t.get('private_length')} "
+                    f"vs {r.get('private_length')} (the cache's public offset is {t['offset']})"
+                )
             for (name, a), (_, b) in zip(t.get("private", []), r.get("private", []), strict=False):
                 private.extend(_compare_array(mx, f"{where} {name}", a, b, bits, worst))
     return {"problems": problems, "private": private, "max_ulps": worst}
@@ -321,9 +388,16 @@ def run_pairs(worker, req: dict) -> dict:
         sel = entry["selections"] = Selections()
         sel.attach(entry["model"], req["attention"])
     runs = {name: run_script(worker, entry, script, sel) for name, script in req["scripts"].items()}
-    reply = {"indexers": sel.indexers, "rollback": next(iter(runs.values())).rollback if runs else None, "layers": len(getattr(entry["model"], "layers", []))}
+    reply = {
+        "indexers": sel.indexers,
+        "rollback": next(iter(runs.values())).rollback if runs else None,
+        "layers": len(getattr(entry["model"], "layers", [])),
+    }
     reply["logs"] = {name: r.log for name, r in runs.items()}
     reply["pairs"] = {
-        f"{t}|{r}": compare_runs(mx, runs[t], runs[r], req.get("dtype", "float32"), req.get("margin_ulps", 0.0)) for t, r in req["pairs"]
+        f"{t}|{r}": compare_runs(
+            mx, runs[t], runs[r], req.get("dtype", "float32"), req.get("margin_ulps", 0.0)
+        )
+        for t, r in req["pairs"]
     }
     return reply

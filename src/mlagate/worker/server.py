@@ -21,8 +21,11 @@ from mlagate.worker import device, machine, probes, rollback, tracing
 from mlagate.worker.speculation import SpeculationOps
 
 PROTOCOL = 1
-PIN_ENV = "MLAGATE_WORKER_CPU"  # the CPU the parent pins this worker to (mlagate.harness.supervisor.pinned_cpu)
-STEP_HORIZON = 64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
+# the CPU the parent pins this worker to (mlagate.harness.supervisor.pinned_cpu)
+PIN_ENV = "MLAGATE_WORKER_CPU"
+STEP_HORIZON = (
+    64  # tokens drawn per step: steps of up to this width on one cache share their first tokens
+)
 
 
 class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.speculation
@@ -57,7 +60,10 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         origin = self._in_arm(module, req["import"])
         ckpt = req.get("checkpoint")
         if ckpt:
-            req = {**req, "config": json.loads((Path(ckpt) / "config.json").read_text(encoding="utf-8"))}
+            req = {
+                **req,
+                "config": json.loads((Path(ckpt) / "config.json").read_text(encoding="utf-8")),
+            }
         model = self._construct(module, req)
         if ckpt and req.get("weights", True):
             self._load_checkpoint_weights(model, ckpt)
@@ -69,14 +75,22 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         for attn in attention:
             want_q = (geo["heads"], geo["r"], geo["n"])
             want_o = (geo["heads"], geo["v"], geo["r"])
-            got_q, got_o = tuple(attn["embed_q"].weight.shape), tuple(attn["unembed_out"].weight.shape)
+            got_q, got_o = (
+                tuple(attn["embed_q"].weight.shape),
+                tuple(attn["unembed_out"].weight.shape),
+            )
             if ckpt:  # a checkpoint keeps its own head count; r, n and v are the geometry's
                 want_q, want_o = got_q[:1] + want_q[1:], got_o[:1] + want_o[1:]
                 if "scales" in attn["embed_q"]:  # packed 4-bit: the last axis is not n
                     want_q, want_o = want_q[:2] + got_q[2:], want_o[:2] + got_o[2:]
             if got_q != want_q or got_o != want_o:
-                raise RuntimeError(f"geometry not applied: embed_q {got_q} (want {want_q}), unembed_out {got_o} (want {want_o}); check the module's config keys")
-        score_scale = 1 if ckpt else req.get("score_scale") or 1  # trained weights are peaked already
+                raise RuntimeError(
+                    f"geometry not applied: embed_q {got_q} (want {want_q}), unembed_out {got_o} "
+                    f"(want {want_o}); check the module's config keys"
+                )
+        score_scale = (
+            1 if ckpt else req.get("score_scale") or 1
+        )  # trained weights are peaked already
         if score_scale != 1:
             for attn in attention:
                 attn["embed_q"].weight = attn["embed_q"].weight * score_scale
@@ -96,7 +110,14 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
             "guards": [vars(s) for s in forcing.sites] if forcing else [],
             "checkpoint": ckpt,
         }
-        self.models[key] = {"model": model, "module": module, "forcing": forcing, "counters": counters, "info": info, "vocab": req["config"].get("vocab_size", 256)}
+        self.models[key] = {
+            "model": model,
+            "module": module,
+            "forcing": forcing,
+            "counters": counters,
+            "info": info,
+            "vocab": req["config"].get("vocab_size", 256),
+        }
         return info
 
     def _load_checkpoint_weights(self, model, path: str) -> None:
@@ -109,18 +130,27 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         quant = config.get("quantization")
         if quant:
             held = {name for name, m in real.named_modules() if hasattr(m, "scales")}
-            nn.quantize(model, group_size=quant["group_size"], bits=quant["bits"], class_predicate=lambda name, m: name in held)
+            nn.quantize(
+                model,
+                group_size=quant["group_size"],
+                bits=quant["bits"],
+                class_predicate=lambda name, m: name in held,
+            )
         model.update(real.parameters())
 
     def _in_arm(self, module, name: str | None = None) -> str:
         """The module's file; a module imported from outside this worker's arm is refused."""
         origin = os.path.realpath(module.__file__)
         if not origin.startswith(self.arm_dir + os.sep):
-            raise RuntimeError(f"{name or module.__name__} was imported from {origin}, outside the arm {self.arm_dir}")
+            raise RuntimeError(
+                f"{name or module.__name__} was imported from {origin}, outside the arm "
+                f"{self.arm_dir}"
+            )
         return origin
 
     def _construct(self, module, req: dict):
-        """The module's model class built from req's config under req's seed: the runtime's own initialisation."""
+        """The module's model class built from req's config under req's seed: the runtime's own
+        initialisation."""
         args_cls = getattr(module, req["args"])
         config = dict(req["config"])
         args = args_cls.from_dict(config) if hasattr(args_cls, "from_dict") else args_cls(**config)
@@ -139,7 +169,8 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         return {}
 
     def op_save_weights(self, req: dict) -> dict:
-        """Write a built model's weights (safetensors) so another arm can load the very same ones."""
+        """Write a built model's weights (safetensors) so another arm can load the very same
+        ones."""
         self.models[req["key"]]["model"].save_weights(req["path"])
         return {"path": req["path"]}
 
@@ -151,7 +182,8 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         return {"loaded": req["path"]}
 
     def op_reference(self, req: dict) -> dict:
-        """A float64 copy of a built model on the CPU: its weights dequantised and upcast, nothing re-drawn.
+        """A float64 copy of a built model on the CPU: its weights dequantised and upcast, nothing
+        re-drawn.
 
         The copy is built forced-capable and unquantised; it is the high-precision reference
         of the same weights the tested model uses.
@@ -173,7 +205,13 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
                     continue
                 if quantized and leaf == "weight":
                     layer = _get(src["model"], prefix)
-                    value = mx.dequantize(value, flat[prefix + ".scales"], flat.get(prefix + ".biases"), group_size=layer.group_size, bits=layer.bits)
+                    value = mx.dequantize(
+                        value,
+                        flat[prefix + ".scales"],
+                        flat.get(prefix + ".biases"),
+                        group_size=layer.group_size,
+                        bits=layer.bits,
+                    )
                 weights.append((name, value.astype(mx.float64)))
             ref["model"].update(tree_unflatten(weights))
             ref["model"].set_dtype(mx.float64)
@@ -182,7 +220,8 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         return ref["info"]
 
     def op_compare(self, req: dict) -> dict:
-        """Errors of tested outputs against a reference, in ULPs of a dtype at the reference's magnitude.
+        """Errors of tested outputs against a reference, in ULPs of a dtype at the reference's
+        magnitude.
 
         The unit is one ULP of `dtype` at max|reference| (the output's magnitude), so an
         element near zero is not counted in its own tiny ULPs. Returns max, p99 and mean
@@ -215,15 +254,30 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         return reply, self._kept
 
     def op_prime(self, req: dict) -> dict:
-        """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache first."""
+        """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache
+        first."""
         mx = self.mx
         entry = self.models[req["key"]]
         device.clear_cache(mx)
         T, chunk = req["T"], req.get("chunk", 512)
-        tokens, cache = self._prefilled(entry, T, req["seed"], req.get("horizon", STEP_HORIZON), chunk)
-        device.clear_cache(mx)  # the prefill's transient buffers: another worker may need the memory
-        trimmable = all(hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable()) for c in cache)
-        entry["primed"] = {"cache": cache, "tokens": tokens, "T": T, "trimmable": trimmable, "chunk": chunk, "seed": req["seed"]}
+        tokens, cache = self._prefilled(
+            entry, T, req["seed"], req.get("horizon", STEP_HORIZON), chunk
+        )
+        device.clear_cache(
+            mx
+        )  # the prefill's transient buffers: another worker may need the memory
+        trimmable = all(
+            hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable())
+            for c in cache
+        )
+        entry["primed"] = {
+            "cache": cache,
+            "tokens": tokens,
+            "T": T,
+            "trimmable": trimmable,
+            "chunk": chunk,
+            "seed": req["seed"],
+        }
         return {"T": T, "trimmable": trimmable}
 
     def op_sample(self, req: dict) -> dict:
@@ -269,7 +323,9 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
                     c.trim(L)
         summary = counters.summary()
         if not primed["trimmable"]:
-            self.op_prime({"key": req["key"], "T": T, "chunk": primed["chunk"], "seed": primed["seed"]})
+            self.op_prime(
+                {"key": req["key"], "T": T, "chunk": primed["chunk"], "seed": primed["seed"]}
+            )
         return {"seconds": seconds / loops, "loops": loops, "path": summary["path"], "L": L, "T": T}
 
     def _untimed(self, entry: dict, step, force) -> None:
@@ -326,7 +382,9 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
         if force is not None and forcing is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
         T, L = req["T"], req["L"]
-        tokens, cache = self._prefilled(entry, T, req["seed"], max(L, STEP_HORIZON), req.get("chunk", 512))
+        tokens, cache = self._prefilled(
+            entry, T, req["seed"], max(L, STEP_HORIZON), req.get("chunk", 512)
+        )
         tokens = tokens[:, : T + L]
         counters.clear()
         if forcing:
@@ -342,7 +400,10 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
             self._kept = out
         reply = {"T": T, "L": L, "force": force, **counters.summary()}
         if forcing:
-            reply["guards"] = [{"site": s, "natural": "absorbed" if a else "materialised"} for s, a in forcing.decisions]
+            reply["guards"] = [
+                {"site": s, "natural": "absorbed" if a else "materialised"}
+                for s, a in forcing.decisions
+            ]
         if req.get("want_output"):
             reply["output"] = encode(out)
         return reply
@@ -402,8 +463,12 @@ def _err_stats(mx, err) -> dict:
     n = flat.size
     below = [int(mx.sum(flat < e).item()) for e in HIST_EDGES] + [n]
     counts = [below[0]] + [below[i] - below[i - 1] for i in range(1, len(below))]
-    return {"max": flat[-1].item(), "p99": flat[min(n - 1, int(0.99 * n))].item(), "mean": mx.mean(flat).item(),
-            "hist": {"edges": HIST_EDGES, "counts": counts}}
+    return {
+        "max": flat[-1].item(),
+        "p99": flat[min(n - 1, int(0.99 * n))].item(),
+        "mean": mx.mean(flat).item(),
+        "hist": {"edges": HIST_EDGES, "counts": counts},
+    }
 
 
 def blas_in_use() -> str:
@@ -415,7 +480,13 @@ def blas_in_use() -> str:
             libs = {line.split()[-1] for line in fh if len(line.split()) >= 6}
     except OSError:
         return "unknown"
-    names = sorted({os.path.basename(p) for p in libs if any(k in os.path.basename(p).lower() for k in ("blas", "lapack", "mkl", "blis"))})
+    names = sorted(
+        {
+            os.path.basename(p)
+            for p in libs
+            if any(k in os.path.basename(p).lower() for k in ("blas", "lapack", "mkl", "blis"))
+        }
+    )
     return ", ".join(names) if names else "none found (MLX's bundled reference kernels)"
 
 
@@ -426,7 +497,11 @@ def encode(arr) -> dict:
     raw = arr.view(mx.uint16) if arr.dtype in (mx.bfloat16, mx.float16) else arr
     raw = mx.contiguous(raw)
     mx.eval(raw)
-    return {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(bytes(memoryview(raw))).decode()}
+    return {
+        "dtype": dtype,
+        "shape": list(arr.shape),
+        "b64": base64.b64encode(bytes(memoryview(raw))).decode(),
+    }
 
 
 def serve(worker: Worker, rfd: int, wfd: int) -> None:
@@ -439,8 +514,12 @@ def serve(worker: Worker, rfd: int, wfd: int) -> None:
                 handler = getattr(worker, f"op_{op}")
                 reply = {"ok": True, "result": handler(req)}
             except Exception as exc:  # noqa: BLE001  (every failure goes back on the channel)
-                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
-                         "runtime_at": tracing.runtime_frame(exc, worker.arm_dir)}
+                reply = {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(),
+                    "runtime_at": tracing.runtime_frame(exc, worker.arm_dir),
+                }
             reply["seconds"] = time.perf_counter() - t0
             tx.write(json.dumps(reply) + "\n")
             tx.flush()

@@ -82,10 +82,15 @@ def _absent_attr(module_name: str):
             raise AttributeError(attr)
 
         def refuse(*args, **kwargs):
-            raise ImportError(f"{module_name}.{attr} is not installed in this worker (mlagate's generation loops take token ids)")
+            raise ImportError(
+                f"{module_name}.{attr} is not installed in this worker (mlagate's generation "
+                "loops take token ids)"
+            )
 
         def class_attr(cls, name: str):
-            if name == "register":  # registering a class with an absent registry (tokenizer_utils does at import)
+            if (
+                name == "register"
+            ):  # registering a class with an absent registry (tokenizer_utils does at import)
                 return lambda *args, **kwargs: None
             if name.startswith("__"):
                 raise AttributeError(name)
@@ -120,7 +125,9 @@ def _flag_rounds(flags: list[bool], n_tokens: int, num_draft: int) -> dict:
     return {"drafted": drafted, "accepted": accepted, "rounds": rounds}
 
 
-TOP = 5  # plain runs report their TOP best tokens and log-probs per position (to judge a divergence)
+TOP = (
+    5  # plain runs report their TOP best tokens and log-probs per position (to judge a divergence)
+)
 
 
 class SpeculationOps:
@@ -171,12 +178,26 @@ class SpeculationOps:
             mx.eval(model.parameters())
             quant = req.get("quant")
             if quant:
-                model, config = utils.quantize_model(model, config, quant["group_size"], quant["bits"])
+                model, config = utils.quantize_model(
+                    model, config, quant["group_size"], quant["bits"]
+                )
             staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=final.parent))
             try:
                 utils.save_model(staging, model)
                 utils.save_config(config, staging / "config.json")
-                (staging / "mlagate.json").write_text(json.dumps({"writer": "mlagate", "seed": req["seed"], "perturb": perturb, "quant": quant, "dtype": req["dtype"], "arm_dir": self.arm_dir}, indent=1))
+                (staging / "mlagate.json").write_text(
+                    json.dumps(
+                        {
+                            "writer": "mlagate",
+                            "seed": req["seed"],
+                            "perturb": perturb,
+                            "quant": quant,
+                            "dtype": req["dtype"],
+                            "arm_dir": self.arm_dir,
+                        },
+                        indent=1,
+                    )
+                )
                 os.rename(staging, final)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -201,10 +222,27 @@ class SpeculationOps:
         origin = self._in_arm(sys.modules[type(model).__module__])
         counters = probes.Counters()
         if counters.attach(model) == 0:
-            raise RuntimeError(f"the checkpoint's model ({type(model).__module__}) holds no MLA attention (embed_q / unembed_out)")
+            raise RuntimeError(
+                f"the checkpoint's model ({type(model).__module__}) holds no MLA attention "
+                "(embed_q / unembed_out)"
+            )
         mx.eval(model.parameters())
-        info = {"key": key, "module_file": origin, "attention_instances": counters.layers, "quantization": config.get("quantization"), "path": req["path"], "shares_weights_with": share}
-        self.models[key] = {"model": model, "module": sys.modules[type(model).__module__], "forcing": None, "counters": counters, "info": info, "vocab": config["vocab_size"]}
+        info = {
+            "key": key,
+            "module_file": origin,
+            "attention_instances": counters.layers,
+            "quantization": config.get("quantization"),
+            "path": req["path"],
+            "shares_weights_with": share,
+        }
+        self.models[key] = {
+            "model": model,
+            "module": sys.modules[type(model).__module__],
+            "forcing": None,
+            "counters": counters,
+            "info": info,
+            "vocab": config["vocab_size"],
+        }
         return info
 
     # --- generation -------------------------------------------------------------------
@@ -227,7 +265,9 @@ class SpeculationOps:
             model = self.models[key]["model"]
             cache = cache_mod.make_prompt_cache(model)
             if not cache_mod.can_trim_prompt_cache(cache):
-                raise RuntimeError(f"{key}: the runtime's cache is not trimmable; speculation needs it")
+                raise RuntimeError(
+                    f"{key}: the runtime's cache is not trimmable; speculation needs it"
+                )
             for start in range(0, P - 1, chunk):
                 model(tokens[None, start : min(P - 1, start + chunk)], cache=cache)
                 mx.eval([c.state for c in cache])
@@ -277,7 +317,14 @@ class SpeculationOps:
         if draft is None:
             loop = gen.generate_step(prompt, target["model"], max_tokens=N, prompt_cache=tcache)
         else:
-            loop = gen.speculative_generate_step(prompt, target["model"], draft["model"], num_draft_tokens=k, max_tokens=N, prompt_cache=tcache + dcache)
+            loop = gen.speculative_generate_step(
+                prompt,
+                target["model"],
+                draft["model"],
+                num_draft_tokens=k,
+                max_tokens=N,
+                prompt_cache=tcache + dcache,
+            )
         tokens, flags, logprobs = [], [], []
         for out in loop:
             tokens.append(int(out[0]))
@@ -285,7 +332,12 @@ class SpeculationOps:
             flags.append(bool(out[2]) if len(out) > 2 else False)
         device.synchronize(mx)
         seconds = time.perf_counter() - t0
-        reply = {"seconds": seconds, "tokens": tokens, "target": _path_record(target["counters"]), "absent": sorted(self._absent.used)}
+        reply = {
+            "seconds": seconds,
+            "tokens": tokens,
+            "target": _path_record(target["counters"]),
+            "absent": sorted(self._absent.used),
+        }
         if draft is not None:
             reply["draft"] = _path_record(draft["counters"])
             reply.update(_flag_rounds(flags, N, k))
@@ -294,7 +346,10 @@ class SpeculationOps:
             order = mx.argsort(-lps, axis=-1)[:, :TOP]
             best = mx.take_along_axis(lps, order, axis=-1)
             reply["margins"] = [round(x, 6) for x in (best[:, 0] - best[:, 1]).tolist()]
-            reply["top"] = [list(zip(ids, vals, strict=True)) for ids, vals in zip(order.tolist(), best.tolist(), strict=True)]
+            reply["top"] = [
+                list(zip(ids, vals, strict=True))
+                for ids, vals in zip(order.tolist(), best.tolist(), strict=True)
+            ]
         self._rewind()
         return reply
 
@@ -324,7 +379,10 @@ class SpeculationOps:
 def _path_record(counters) -> dict:
     """The path the attention calls since the counters were cleared took, and how many took each."""
     summary = counters.summary()
-    counts = {path: sum(1 for c in summary["calls"] if c["path"] == path) for path in ("absorbed", "materialised", "split")}
+    counts = {
+        path: sum(1 for c in summary["calls"] if c["path"] == path)
+        for path in ("absorbed", "materialised", "split")
+    }
     return {"path": summary["path"], "calls": {p: n for p, n in counts.items() if n}}
 
 
@@ -342,4 +400,3 @@ def _perturb(mx, model, seed: int, scale: float) -> None:
         std = mx.sqrt(mx.mean(mx.square(w.astype(mx.float32) - mx.mean(w.astype(mx.float32)))))
         out.append((name, (w.astype(mx.float32) + scale * std * noise).astype(w.dtype)))
     model.update(tree_unflatten(out))
-

@@ -19,7 +19,7 @@ def runtime_frame(exc: BaseException, site: str) -> str | None:
     for frame in traceback.extract_tb(exc.__traceback__):
         path = os.path.realpath(frame.filename)
         if path.startswith(site):
-            where = f"{path[len(site):]}:{frame.lineno} in {frame.name}"
+            where = f"{path[len(site) :]}:{frame.lineno} in {frame.name}"
     return where
 
 
