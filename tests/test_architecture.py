@@ -43,3 +43,26 @@ def test_a_forbidden_import_in_the_worker_package_breaks_the_contract(tmp_path):
     proc = _lint(tmp_path)
     assert proc.returncode != 0
     assert "mlagate.worker.probes -> mlagate.matrix" in proc.stdout, proc.stdout[-3000:]
+
+
+SIZES = ROOT / "tools" / "sizes.py"
+CODE = ("src", "suites", "benchmarks", "tools")
+
+
+def _sizes(*paths) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(SIZES), *map(str, paths)]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_the_size_limits_catch_a_long_function_and_a_long_module(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    (tmp_path / "long_function.py").write_text(f"def f():\n{body}\n")
+    (tmp_path / "long_module.py").write_text("x = 1\n" * 401)
+    (tmp_path / "fine.py").write_text("def g():\n" + "\n".join(body.splitlines()[:79]) + "\n")
+    proc = _sizes(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path / 'long_function.py'}:1: function f of 81 lines (at most 80)",
+        f"{tmp_path / 'long_module.py'}:1: module of 401 lines (at most 400)",
+    ]
+    assert _sizes(tmp_path / "missing").returncode == 2

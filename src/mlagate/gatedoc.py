@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from pathlib import Path
@@ -20,25 +21,27 @@ BEGIN, END = (
 
 
 def _comments(path: Path) -> dict[str, str]:
-    """The comment beside each `"key": ...` line of the file's GATES block."""
-    out, in_gates, key = {}, False, None
-    for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
-        if tok.type == tokenize.NAME and tok.string == "GATES" and tok.start[1] == 0:
-            in_gates = True
-        elif (
-            in_gates
-            and tok.type == tokenize.STRING
-            and key is None
-            and tok.line.lstrip().startswith(tok.string + ":")
+    """The comment written beside each key of the file's GATES mapping: on any line from the key
+    to the end of its value (the formatter may wrap a long value and leave the comment after it)."""
+    text = path.read_text(encoding="utf-8")
+    by_line = {
+        tok.start[0]: tok.string.lstrip("# ").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    for node in ast.parse(text).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["GATES"]
+            and isinstance(node.value, ast.Dict)
         ):
-            key = tok.string.strip("\"'")
-        elif in_gates and tok.type == tokenize.COMMENT and key:
-            out[key] = tok.string.lstrip("# ").strip()
-        if tok.type == tokenize.NL or tok.type == tokenize.NEWLINE:
-            key = None
-            if in_gates and tok.line.startswith("}"):
-                break
-    return out
+            out = {}
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    lines = range(key.lineno, value.end_lineno + 1)
+                    out[key.value] = next((by_line[n] for n in lines if n in by_line), "")
+            return out
+    return {}
 
 
 def render(root: Path | None = None) -> str:
