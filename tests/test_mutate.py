@@ -464,3 +464,156 @@ def test_suite_order_follows_the_cost_table():
     flipped = shard.Costs({"dispatch": {"default": 0.1}, "l1_unchanged": {"default": 9.0}})
     assert run.suite_order(m, opts, flipped) == ["dispatch", "l1_unchanged"]
     assert run.suite_order(m, run.Options(suites=("dispatch",)), flipped) == ["dispatch"]
+
+
+# --- the pool operators: a sparse indexer's pool-length guard and its rollback ----------------
+
+POOLS = FIXTURES / "fakepool-tree"
+POOL_MATRIX = FIXTURES / "fake-pool-mutate.yaml"
+POOL_IDS = [
+    "pool_guard_drop: min(self.topk // self.kpool, P) -> self.topk // self.kpool"
+    " @ fakepool/models/pooled.py::PooledIndexer.__call__",
+    "pool_no_trim: self.caches -> self.caches[:1] @ fakepool/models/cache.py::CacheList.trim",
+    "pool_no_trim: self.offset -= n -> pass @ fakepool/models/cache.py::PoolCache.trim",
+    "pool_no_trim: self.keys = self.keys[:, : self.offset] -> pass"
+    " @ fakepool/models/cache.py::PoolCache.trim",
+    "pool_no_trim: self.pooled = self.pooled[:, : self.offset // self.kpool] -> pass"
+    " @ fakepool/models/cache.py::PoolCache.trim",
+]
+
+
+def _pool_mutants(site, ops=operators.POOL_OPERATORS):
+    return operators.generate(
+        "fakepool-patched", site, "fake/pooled", "fakepool.models.pooled", "PooledAttention", ops
+    )
+
+
+def test_pool_operators_find_the_guard_and_the_rollback_by_ast(tmp_path):
+    """The indexer's `min(top-k, pools)`; the pool's class (PoolCache, not the latent's KVCache,
+    found through make_cache's parameter defaults) and the CacheList that trims both."""
+    site = tmp_path / "site"
+    shutil.copytree(POOLS, site)
+    mutants = _pool_mutants(site)
+    assert [m.id for m in mutants] == POOL_IDS
+    assert {m.module for m in mutants} == {"fake/pooled"}
+    models = site / "fakepool" / "models"
+    for name in ("pooled.py", "cache.py"):  # lines move: the ids stay
+        (models / name).write_text("# shifted\n\n\n" + (models / name).read_text())
+    assert [m.id for m in _pool_mutants(site)] == POOL_IDS
+    for i, m in enumerate(_pool_mutants(site)):
+        copy = tmp_path / f"m{i}"
+        shutil.copytree(site, copy)
+        (tmp_path / f"m{i}.patch").write_text(m.patch)
+        subprocess.run(["git", "apply", "-p1", str(tmp_path / f"m{i}.patch")], cwd=copy, check=True)
+        compile((copy / m.file).read_text(), m.file, "exec")
+        removed = [ln for ln in m.patch.splitlines() if ln.startswith("-") and ln[:3] != "---"]
+        assert len(removed) == 1
+    assert [m.operator for m in _pool_mutants(site, ["pool_guard_drop"])] == ["pool_guard_drop"]
+
+
+def _write_tree(site: Path, files: dict[str, str]) -> None:
+    for rel, body in files.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+
+
+SHARED_CACHE = """
+class KVCache:
+    def trim(self, n):
+        self.offset -= n
+        return n
+
+
+class CacheList:
+    def __init__(self, *caches):
+        self.caches = caches
+
+    def trim(self, n):
+        for c in self.caches:
+            c.trim(n)
+        return n
+"""
+BASE_ATTENTION = """
+class Indexer:
+    def __call__(self, x, cache=None):
+        k = cache.update_and_fetch(x)
+        if k.shape[2] <= self.index_topk:
+            return None
+        if self.index_topk > 4:
+            self.note = 1
+        return k.argpartition(kth=-self.index_topk)
+
+
+class BaseAttention:
+    def __init__(self, args):
+        self.indexer = Indexer(args)
+
+    def __call__(self, x, cache=None):
+        index_cache = cache[1]
+        return self.indexer(x, cache=index_cache)
+"""
+
+
+def test_pool_operators_follow_imports_and_skip_what_is_not_there(tmp_path):
+    """The indexer set in a base class of another file; a pool sharing the latent's class rolls
+    back only through the container; a shared file is mutated once, with the first module."""
+    site = tmp_path / "site"
+    _write_tree(
+        site,
+        {
+            "rt/__init__.py": "",
+            "rt/models/__init__.py": "",
+            "rt/models/cache.py": SHARED_CACHE,
+            "rt/models/base.py": BASE_ATTENTION,
+            "rt/models/a.py": "from .base import BaseAttention\nfrom .cache import CacheList, "
+            "KVCache\n\n\nclass A(BaseAttention):\n    pass\n\n\nclass Model:\n"
+            "    def make_cache(self):\n        return [CacheList(KVCache(), KVCache())]\n",
+            "rt/models/b.py": "from .a import A as B\n",  # the same classes again
+            "rt/models/dense.py": "class D:\n    def __init__(self):\n        self.indexer = None"
+            "\n\n    def __call__(self, x, cache=None):\n        return x\n",
+        },
+    )
+    mods = [("rt/a", "rt.models.a", "A"), ("rt/dense", "rt.models.dense", "D")]
+    mutants = operators.generate_many("a", site, mods, operators.POOL_OPERATORS)
+    assert [(m.module, m.id) for m in mutants] == [
+        (
+            "rt/a",
+            "pool_guard_drop: k.shape[2] <= self.index_topk -> False"
+            " @ rt/models/base.py::Indexer.__call__",
+        ),
+        (
+            "rt/a",
+            "pool_no_trim: self.caches -> self.caches[:1] @ rt/models/cache.py::CacheList.trim",
+        ),
+    ]  # KVCache.trim is the latent's too: no pool_no_trim there; `> 4` sets, it returns nothing
+    assert "-        if k.shape[2] <= self.index_topk:\n+        if False:" in mutants[0].patch
+    twice = [("rt/a", "rt.models.a", "A"), ("rt/a2", "rt.models.a", "A")]
+    again = operators.generate_many("a", site, twice, operators.POOL_OPERATORS)
+    assert [m.module for m in again] == ["rt/a", "rt/a"]  # made once, run with the first module
+    assert operators.generate("a", site, "rt/a", "rt.models.a", "A", ["boundary"]) == []
+
+
+def test_pool_equivalence_argument_matches_the_fixture():
+    m = matrix.load(POOL_MATRIX)
+    mutants = _pool_mutants(POOLS)
+    assert [x.id for x in mutants if run.equivalent_reason(m, x)] == POOL_IDS[:1]
+
+
+@pytest.mark.mutate
+def test_pool_no_trim_mutants_are_killed_by_trim_after_rejection(tmp_path):
+    """Every pool_no_trim mutant of the fake pooled runtime fails trim_after_rejection (a stale
+    pool, stale index keys, a cursor that never moves back, or a CacheList that trims only the
+    latent); the pool_guard_drop mutant is argued equivalent in the fixture matrix."""
+    out = tmp_path / "out"
+    proc = execute_cli(
+        "mutate", "--matrix", POOL_MATRIX, "--out", out, "-n", "2",
+        "--operator", "pool_guard_drop", "--operator", "pool_no_trim", cache=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = killmatrix.load(out / "kill-matrix.json")
+    status = {m["id"]: (m["status"], m.get("killed_by")) for m in doc["mutants"]}
+    assert status[POOL_IDS[0]][0] == "equivalent"
+    for mid in POOL_IDS[1:]:
+        assert status[mid] == ("killed", ["trim_after_rejection"]), mid
+    assert doc["counts"]["killed"] == 4 and doc["counts"]["total"] == 5

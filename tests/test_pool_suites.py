@@ -82,7 +82,7 @@ def test_trim_after_rejection_and_the_transaction_catch_a_trim_that_keeps_one_to
         bad = verdicts[(suite, "fake/keepone")]
         assert bad["verdict"] == "fail", suite
         assert "selected indices differ" in bad["reason"] or "offset" in bad["reason"]
-    assert len(verdicts[("trim_after_rejection", "fake/keepone")]["metrics"]["reproducers"]) == 6, (
+    assert len(verdicts[("trim_after_rejection", "fake/keepone")]["metrics"]["reproducers"]) == 7, (
         "every rejection leaves a token behind"
     )
 
@@ -100,7 +100,7 @@ def test_the_transaction_suite_catches_every_planted_defect_and_names_a_reproduc
             in stdout
         )
     assert (
-        "first failing script (6 in all): geometry=tinypool seed=2 S=4 k=1 T=16 crosses_window=True"
+        "first failing script (7 in all): geometry=tinypool seed=2 S=4 k=1 T=16 crosses_window=True"
         in stdout
     )
 

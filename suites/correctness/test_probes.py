@@ -3,6 +3,10 @@ proof that each path can be forced (or the module is reported unforceable).
 
 Fails when the counters cannot name a path (the fold and unfold disagree), when a forced
 path is not the path the counters saw, or when a forced branch raises in the runtime.
+
+The cold cache comes first at each width, so the first step a fresh worker takes is a short
+prompt on an empty cache, as a server's first request may be: a function the runtime compiles
+on first use is then traced on fewer keys than a sparse indexer's top-k, not on a long cache.
 """
 
 from mlagate import gates
@@ -24,7 +28,7 @@ def test_probes(mla):
     key, _ = mla.build()
     paths = {}
     for L in widths:
-        for T in (warm, 0):
+        for T in (0, warm):  # cold first (above)
             obs = mla.step(key, T, L)
             paths[f"L={L},T={T}"] = obs["path"]
             if obs["path"] not in ("absorbed", "materialised"):

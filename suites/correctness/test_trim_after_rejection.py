@@ -6,6 +6,13 @@ rejected draft; a wider step is a verify accepted whole). Caches are gates.beyon
 past the indexer's top-k. The result must equal a run that never saw the rejected tokens: the same
 prompt, the S - k accepted tokens as one step, the same continuation.
 
+A runtime with a transaction has a cache-level rollback too (its drafters' rollback and its
+prompt-cache reuse call each cache's `trim`): every rejection is also made through that route
+(`trim_prompt_cache`, else each cache's `trim`) where the caches say they can be trimmed; a
+refusal is recorded, not judged. With kpool >= 4, a prompt of one token and a verify of kpool - 2
+add rejections before the first pool window completes (nothing pooled yet, the pool's own
+remainder rolled back).
+
 Exact: the top-k every indexer returns at every position still in the cache, every cache's
 public offset, the integer state (pool window count, remainder). Within gates.state_ulps:
 float state (pooled keys, index keys, latents); within gates.logits_ulps: the logits of
@@ -58,11 +65,14 @@ def test_trim_after_rejection(mla):
     kpool, topk = mla.kpool, mla.index_topk
     vocab = mla.profile.vocab_size
     problems, table, private, crossing = [], {}, [], {True: 0, False: 0}
-    selected = 0
-    for T in (mla.beyond_topk(o) for o in g["beyond_topk"]):
+    selected, refused, skipped = 0, [], None
+    grid = [(mla.beyond_topk(o), g["widths"]) for o in g["beyond_topk"]]
+    if kpool >= 4:  # before the first window completes: 1 + (kpool - 2) tokens, nothing pooled
+        grid.append((1, [kpool - 2]))
+    for T, widths in grid:
         rng = random.Random(g["seed"] * 1000 + T)
         runs, pairs, where = {}, [], {}
-        for S in g["widths"]:
+        for S in widths:
             for k in range(1, S):
                 drafted = scripts.tokens(rng, vocab, S)
                 fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
@@ -86,13 +96,24 @@ def test_trim_after_rejection(mla):
                 }
                 pairs.append((f"verify/{name}", f"never/{name}"))
                 crosses = scripts.crosses_window(T, S, k, kpool)
-                where[f"verify/{name}|never/{name}"] = (S, k, crosses)
+                where[f"verify/{name}|never/{name}"] = (S, k, crosses, "")
+        for tested, ref in list(pairs):  # the cache-level route: after the runtime's own
+            trim = "trim/" + tested.split("/", 1)[1]
+            runs[trim] = {**runs[tested], "rollback": "trim"}
+            pairs.append((trim, ref))
+            where[f"{trim}|{ref}"] = (*where[f"{tested}|{ref}"][:3], ",trim")
         reply = mla.script(key, runs, pairs)
         mla.metric("rollback", reply["rollback"])
         for pair, cmp in reply["pairs"].items():
-            S, k, crosses = where[pair]
-            crossing[crosses] += 1
-            row = f"T={T},S={S},k={k}"
+            S, k, crosses, via = where[pair]
+            row = f"T={T},S={S},k={k}{via}"
+            if "not_run" in cmp:  # the trim route: no need of it here, or a cache refused it
+                if "already" in cmp["not_run"]:
+                    skipped = cmp["not_run"]
+                else:
+                    refused.append(f"{row}: {cmp['not_run']}")
+                continue
+            crossing[crosses] += not via
             table[row] = {**scripts.summary(cmp), "crosses_window": crosses}
             selected += cmp["topk"]["compared"] - cmp["topk"]["dense"]
             private += [f"{row} {n}" for n in scripts.private_notes(cmp)]
@@ -102,7 +123,8 @@ def test_trim_after_rejection(mla):
                 scripts.budget(g["state_ulps"], mla.case.backend),
             )
             if found:
-                mla.reproducer(seed=g["seed"], S=S, k=k, T=T, crosses_window=crosses)
+                extra = {"rollback": "trim"} if via else {}
+                mla.reproducer(seed=g["seed"], S=S, k=k, T=T, crosses_window=crosses, **extra)
                 problems.append(
                     f"{row}{' (crosses a window)' if crosses else ''}: {found[0]}"
                     + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
@@ -113,6 +135,9 @@ def test_trim_after_rejection(mla):
         "rejections",
         {"crossing_a_window": crossing[True], "inside_the_open_window": crossing[False]},
     )
+    judged = sum(r.endswith(",trim") for r in table)
+    route = {"judged": judged, "refused": len(refused), "first_refusals": refused[:4]}
+    mla.metric("trim_route", {**route, "not_needed": skipped})
     mla.metric("private_pool_notes", private[:8])
     summary = f"{len(problems)} of {len(table)} rejections differ from a run that never saw them; "
     if problems:

@@ -110,6 +110,8 @@ def first_position(cmp: dict) -> int | None:
 def reference_error(reply: dict) -> str | None:
     """A reference script that raised (it runs the same runtime: a failure, as the tested one's)."""
     for name, cmp in reply["pairs"].items():
+        if "not_run" in cmp:  # a "trim" route script the runtime refused or has no need of
+            continue
         err = cmp["errors"]["reference"]
         if err:
             return (

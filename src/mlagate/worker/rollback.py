@@ -58,11 +58,13 @@ class Selections:
         )
 
 
-def rollback_api(package: str) -> tuple[str, object]:
-    """The runtime's own way to drop rejected tokens: (name, module providing it)."""
+def rollback_api(package: str, route: str | None = None) -> tuple[str, object]:
+    """The runtime's own way to drop rejected tokens: (name, module providing it). With route
+    "trim", its cache-level way (trim_prompt_cache, else each cache's trim) even where it has a
+    speculative cache transaction: the rollback its drafters and prompt-cache reuse call."""
     try:
         txn = importlib.import_module(f"{package}.speculative.cache_state")
-        if hasattr(txn, "start_speculative_cache"):
+        if hasattr(txn, "start_speculative_cache") and route != "trim":
             return "transaction", txn
     except ImportError:
         pass
@@ -157,6 +159,7 @@ class ScriptRun:
         self.log: list[dict] = []
         self.length = 0
         self.error: dict | None = None  # the step at which the runtime raised, if it did
+        self.not_run: str | None = None  # why a script of the "trim" route was not (fully) run
 
     def drop_from(self, position: int) -> None:
         self.logits = {p: v for p, v in self.logits.items() if p < position}
@@ -164,8 +167,15 @@ class ScriptRun:
 
 
 def run_script(worker, entry: dict, script: dict, selections: Selections) -> ScriptRun:
+    """script["rollback"] == "trim" asks for the cache-level route: not run where the runtime's
+    own rollback is that already, and stopped (not failed) where a cache refuses the trim."""
     mx = worker.mx
-    name, api = rollback_api(worker.package)
+    route = script.get("rollback")
+    name, api = rollback_api(worker.package, route)
+    if route == "trim" and rollback_api(worker.package)[0] == name:
+        run = ScriptRun()
+        run.rollback, run.not_run = name, f"the runtime's own rollback is {name} already"
+        return run
     prompt = script["prompt"]
     _, cache = worker._prefilled(entry, prompt["T"], prompt["seed"], 0, prompt.get("chunk", 512))
     run = ScriptRun()
@@ -208,12 +218,18 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             first = (
                 start + S - len(rows_sel)
             )  # an indexer that returns only the last rows covers the last positions
-            for j, row in enumerate(rows_sel):
-                run.topk[(order, first + j)] = row
+            for j, row in enumerate(rows_sel):  # a negative index pads a selection: no token
+                run.topk[(order, first + j)] = [t for t in row if t >= 0]
         run.length += S
         record = {"step": i, "S": S, "indexer_calls": len(selections.calls)}
         if keep is not None:
-            record.update(_reject(mx, name, api, cache, txn, S, keep))
+            try:
+                record.update(_reject(mx, name, api, cache, txn, S, keep))
+            except RollbackRefused as exc:
+                if route != "trim":
+                    raise
+                run.not_run = f"refused at step {i} ({run.length} tokens cached): {exc}"
+                break
             run.length -= S - keep
             run.drop_from(run.length)
         run.log.append(record)
@@ -394,9 +410,12 @@ def run_pairs(worker, req: dict) -> dict:
         "layers": len(getattr(entry["model"], "layers", [])),
     }
     reply["logs"] = {name: r.log for name, r in runs.items()}
+    dtype, margin = req.get("dtype", "float32"), req.get("margin_ulps", 0.0)
     reply["pairs"] = {
-        f"{t}|{r}": compare_runs(
-            mx, runs[t], runs[r], req.get("dtype", "float32"), req.get("margin_ulps", 0.0)
+        f"{t}|{r}": (
+            {"not_run": runs[t].not_run}
+            if runs[t].not_run
+            else compare_runs(mx, runs[t], runs[r], dtype, margin)
         )
         for t, r in req["pairs"]
     }
