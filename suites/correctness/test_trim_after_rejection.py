@@ -59,6 +59,44 @@ def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a de
     return None
 
 
+def _scripts(g, vocab: int, T: int, widths, kpool: int) -> tuple[dict, list, dict]:
+    """For each width S and rejected count k: the verify run, the run that never saw the
+    rejected tokens, and the same verify rolled back through each cache's own trim."""
+    rng = random.Random(g["seed"] * 1000 + T)
+    runs, pairs, where = {}, [], {}
+    for S in widths:
+        for k in range(1, S):
+            drafted = scripts.tokens(rng, vocab, S)
+            fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
+            cont = [fix] + [scripts.tokens(rng, vocab, n) for n in g["continue"][1:]]
+            cont_steps = [
+                {
+                    "tokens": toks,
+                    "mark": f"continue {i}",
+                    **({"keep": len(toks)} if len(toks) > 1 else {}),
+                }
+                for i, toks in enumerate(cont)
+            ]
+            name = f"S={S},k={k}"
+            runs[f"verify/{name}"] = {
+                "prompt": scripts.prompt(T, g["seed"]),
+                "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps],
+            }
+            runs[f"never/{name}"] = {
+                "prompt": scripts.prompt(T, g["seed"]),
+                "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps],
+            }
+            pairs.append((f"verify/{name}", f"never/{name}"))
+            crosses = scripts.crosses_window(T, S, k, kpool)
+            where[f"verify/{name}|never/{name}"] = (S, k, crosses, "")
+    for tested, ref in list(pairs):  # the cache-level route: after the runtime's own
+        trim = "trim/" + tested.split("/", 1)[1]
+        runs[trim] = {**runs[tested], "rollback": "trim"}
+        pairs.append((trim, ref))
+        where[f"{trim}|{ref}"] = (*where[f"{tested}|{ref}"][:3], ",trim")
+    return runs, pairs, where
+
+
 def test_trim_after_rejection(mla):
     g = mla.gates
     key, _ = mla.build()
@@ -70,38 +108,7 @@ def test_trim_after_rejection(mla):
     if kpool >= 4:  # before the first window completes: 1 + (kpool - 2) tokens, nothing pooled
         grid.append((1, [kpool - 2]))
     for T, widths in grid:
-        rng = random.Random(g["seed"] * 1000 + T)
-        runs, pairs, where = {}, [], {}
-        for S in widths:
-            for k in range(1, S):
-                drafted = scripts.tokens(rng, vocab, S)
-                fix = scripts.tokens(rng, vocab, 1, avoid=drafted[S - k])
-                cont = [fix] + [scripts.tokens(rng, vocab, n) for n in g["continue"][1:]]
-                cont_steps = [
-                    {
-                        "tokens": toks,
-                        "mark": f"continue {i}",
-                        **({"keep": len(toks)} if len(toks) > 1 else {}),
-                    }
-                    for i, toks in enumerate(cont)
-                ]
-                name = f"S={S},k={k}"
-                runs[f"verify/{name}"] = {
-                    "prompt": scripts.prompt(T, g["seed"]),
-                    "steps": [{"tokens": drafted, "keep": S - k, "mark": "rejected"}, *cont_steps],
-                }
-                runs[f"never/{name}"] = {
-                    "prompt": scripts.prompt(T, g["seed"]),
-                    "steps": [{"tokens": drafted[: S - k], "mark": "rejected"}, *cont_steps],
-                }
-                pairs.append((f"verify/{name}", f"never/{name}"))
-                crosses = scripts.crosses_window(T, S, k, kpool)
-                where[f"verify/{name}|never/{name}"] = (S, k, crosses, "")
-        for tested, ref in list(pairs):  # the cache-level route: after the runtime's own
-            trim = "trim/" + tested.split("/", 1)[1]
-            runs[trim] = {**runs[tested], "rollback": "trim"}
-            pairs.append((trim, ref))
-            where[f"{trim}|{ref}"] = (*where[f"{tested}|{ref}"][:3], ",trim")
+        runs, pairs, where = _scripts(g, vocab, T, widths, kpool)
         reply = mla.script(key, runs, pairs)
         mla.metric("rollback", reply["rollback"])
         for pair, cmp in reply["pairs"].items():
