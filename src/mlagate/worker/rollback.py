@@ -19,9 +19,9 @@ Imports only the stdlib here; MLX and the runtime arrive through the worker.
 from __future__ import annotations
 
 import importlib
-import math
 
 from mlagate.worker import tracing
+from mlagate.worker.ulps import BITS, array_ulps, ulp
 
 PRIVATE_POOL = "_pool"
 
@@ -258,23 +258,6 @@ def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
 # --- comparison ---------------------------------------------------------------------------
 
 
-def ulp(magnitude: float, bits: int) -> float:
-    """One unit in the last place of a dtype with `bits` mantissa bits, at `magnitude`."""
-    return 2.0 ** (math.floor(math.log2(magnitude)) - bits) if magnitude > 0 else 2.0**-149
-
-
-BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
-
-
-def _array_ulps(mx, a, b, bits: int) -> float:
-    """max |a - b| in ULPs of the dtype at max |b| (b is the reference)."""
-    a64, b64 = a.astype(mx.float32), b.astype(mx.float32)
-    if not b64.size:
-        return 0.0
-    magnitude = mx.max(mx.abs(b64)).item()
-    return mx.max(mx.abs(a64 - b64)).item() / ulp(magnitude, bits)
-
-
 def compare_runs(mx, tested: ScriptRun, ref: ScriptRun, dtype: str, margin_ulps: float) -> dict:
     """Tested against reference: positions, logits (ULPs), argmax where the margin is clear,
     selections (exact), and every mark's cache offsets (exact) and state arrays (ULPs)."""
@@ -372,7 +355,7 @@ def _compare_array(mx, where: str, a, b, bits: int, worst: dict) -> list[str]:
     if a.size == 0:
         return []
     if mx.issubdtype(b.dtype, mx.floating):
-        worst[where] = _array_ulps(mx, a, b, bits)
+        worst[where] = array_ulps(mx, a, b, bits)
         return []
     if not mx.array_equal(a, b).item():
         return [f"{where}: integer/bool state differs"]

@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mlagate.worker import device, machine, probes, rollback, tracing
+from mlagate.worker import device, machine, probes, rollback, tracing, ulps
 from mlagate.worker.speculation import SpeculationOps
 
 PROTOCOL = 1
@@ -240,13 +240,13 @@ class Worker(SpeculationOps):  # speculative-suite ops live in mlagate.worker.sp
             ref = ref.astype(mx.float64)
             outs = {name: out.astype(mx.float64) for name, out in outs.items()}
             magnitude = mx.max(mx.abs(ref)).item()
-            ulp = rollback.ulp(magnitude, rollback.BITS[req["dtype"]])
+            ulp = ulps.ulp(magnitude, ulps.BITS[req["dtype"]])
             stats = {"magnitude": magnitude, "ulp": ulp, "paths": paths}
             for name, out in outs.items():
-                stats[name] = _err_stats(mx, mx.abs(out - ref) / ulp)
+                stats[name] = ulps.err_stats(mx, mx.abs(out - ref) / ulp)
             names = list(outs)
             if len(names) == 2:
-                stats["delta"] = _err_stats(mx, mx.abs(outs[names[0]] - outs[names[1]]) / ulp)
+                stats["delta"] = ulps.err_stats(mx, mx.abs(outs[names[0]] - outs[names[1]]) / ulp)
         return stats
 
     def _run(self, spec: dict):
@@ -451,24 +451,6 @@ def _get(model, dotted: str):
     for part in dotted.split("."):
         model = model[int(part)] if part.isdigit() else model[part]
     return model
-
-
-HIST_EDGES = [2.0**k for k in range(-4, 21)]  # ULP edges of the error histogram: 1/16 .. 2^20
-
-
-def _err_stats(mx, err) -> dict:
-    """max, p99 and mean of the elementwise errors, and their histogram: counts[0] below
-    edges[0], counts[i] in [edges[i-1], edges[i]), counts[-1] at or above edges[-1]."""
-    flat = mx.sort(err.reshape(-1))
-    n = flat.size
-    below = [int(mx.sum(flat < e).item()) for e in HIST_EDGES] + [n]
-    counts = [below[0]] + [below[i] - below[i - 1] for i in range(1, len(below))]
-    return {
-        "max": flat[-1].item(),
-        "p99": flat[min(n - 1, int(0.99 * n))].item(),
-        "mean": mx.mean(flat).item(),
-        "hist": {"edges": HIST_EDGES, "counts": counts},
-    }
 
 
 def blas_in_use() -> str:
