@@ -5,14 +5,14 @@ speculation) run, timed and path-proven on one primed prompt.
 Worker side: imports only the stdlib at module level; MLX and the runtime arrive inside the
 methods. `SpeculationOps` is mixed into the worker; its ops are `write_checkpoint`,
 `load_checkpoint`, `spec_prime`, `spec_run` and `spec_verify`.
+The runtime's modules are imported through mlagate.worker.importers (placeholders for absent
+tokenizer and hub packages, real package inits).
 """
 
 from __future__ import annotations
 
 import fcntl
 import importlib
-import importlib.abc
-import importlib.util
 import json
 import os
 import shutil
@@ -22,84 +22,7 @@ import time
 from pathlib import Path
 
 from mlagate.worker import device, probes
-
-# Packages mlx-lm's generate.py and utils.py import at the top for tokenizers, the model hub
-# and image inputs (numpy: generate.py's CLI and the image processors). The token-id
-# generation loops and the local loader never call them; an arm is installed without
-# dependencies, so they may be absent (an offline GPU machine may lack numpy too).
-ABSENT_OK = ("transformers", "huggingface_hub", "numpy")
-
-
-# Subpackages whose __init__ a runtime module needs run for real (the worker's LeanImporter
-# leaves every package init of the arm a bare namespace): generate.py imports
-# processors.load_processor.
-REAL_INITS = {"generate": ("processors",)}
-
-
-def _run_init(package) -> None:
-    """Execute a bare-namespace package's own __init__.py into it, once."""
-    if getattr(package, "__mlagate_init_run__", False):
-        return
-    path = package.__file__
-    with open(path, encoding="utf-8") as fh:
-        code = compile(fh.read(), path, "exec")
-    package.__mlagate_init_run__ = True
-    exec(code, package.__dict__)
-
-
-class AbsentImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Placeholder modules for ABSENT_OK packages that are not installed.
-
-    Appended after every real finder, so an installed package always wins. Every name taken
-    from a placeholder is a class that raises ImportError when instantiated or when any of
-    its methods is called (except `register`, which mlx-lm's tokenizer_utils calls at import
-    and which is a no-op here): code that really needs a tokenizer fails loudly instead of
-    running on a stand-in.
-    """
-
-    def __init__(self, names: tuple[str, ...] = ABSENT_OK):
-        self.names = names
-        self.used: set[str] = set()
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] not in self.names:
-            return None
-        self.used.add(name.split(".")[0])
-        return importlib.util.spec_from_loader(name, self, is_package=True)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        module.__path__ = []
-        module.__mlagate_absent__ = True
-        module.__getattr__ = _absent_attr(module.__name__)
-
-
-def _absent_attr(module_name: str):
-    def __getattr__(attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-
-        def refuse(*args, **kwargs):
-            raise ImportError(
-                f"{module_name}.{attr} is not installed in this worker (mlagate's generation "
-                "loops take token ids)"
-            )
-
-        def class_attr(cls, name: str):
-            if (
-                name == "register"
-            ):  # registering a class with an absent registry (tokenizer_utils does at import)
-                return lambda *args, **kwargs: None
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return refuse
-
-        meta = type("Absent", (type,), {"__call__": refuse, "__getattr__": class_attr})
-        return meta(attr, (), {"__module__": module_name})
-
-    return __getattr__
+from mlagate.worker.importers import REAL_INITS, AbsentImporter, run_init
 
 
 def _flag_rounds(flags: list[bool], n_tokens: int, num_draft: int) -> dict:
@@ -143,7 +66,7 @@ class SpeculationOps:
             self._absent = AbsentImporter()
             sys.meta_path.append(self._absent)
         for package in REAL_INITS.get(name, ()):
-            _run_init(importlib.import_module(f"{self.package}.{package}"))
+            run_init(importlib.import_module(f"{self.package}.{package}"))
         module = importlib.import_module(f"{self.package}.{name}")
         self._in_arm(module)
         return module
