@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from mlagate.report.svg import PALETTE, TITLE_PX, Axis, Marker, _fmt, _svg_open
+from mlagate.report.svg import PALETTE, TITLE_PX, Axis, Marker, fmt, svg_open
 
 
 def histogram(
@@ -32,7 +32,7 @@ def histogram(
         lo, hi = bins_log2
     edges = list(range(lo, hi))
     has_zero = any(v <= 0 for v in values)
-    labels = (["0"] if has_zero else []) + [_fmt(2.0**e) for e in edges]
+    labels = (["0"] if has_zero else []) + [fmt(2.0**e) for e in edges]
     counts: dict[str, list[float]] = {}
     for name, vs in groups.items():
         c = [0] * len(labels)
@@ -72,7 +72,7 @@ def binned_histogram(
 ) -> str:
     """Pre-binned counts (counts[0] below edges[0], counts[i] in [edges[i-1], edges[i]), the
     last at or above edges[-1]) as percentages of each group's total; empty outer bins trimmed."""
-    labels = [f"<{_fmt(edges[0])}"] + [_fmt(e) for e in edges[:-1]] + [f">={_fmt(edges[-1])}"]
+    labels = [f"<{fmt(edges[0])}"] + [fmt(e) for e in edges[:-1]] + [f">={fmt(edges[-1])}"]
     used = [i for i in range(len(labels)) if any(i < len(c) and c[i] for c in groups.values())]
     lo, hi = (used[0], used[-1] + 1) if used else (0, 1)
     shares = {}
@@ -94,7 +94,7 @@ def bars(
 ) -> str:
     """Grouped bars over labelled bins; a marker sits at the left edge of bin index i."""
     left, right, top, bottom = 48, 14, TITLE_PX + 6, 66
-    out = _svg_open(width, height, title)
+    out = svg_open(width, height, title)
     plot_bottom = height - bottom
     ymax = max([1] + [x for c in counts.values() for x in c])
     ya = Axis([0, ymax], plot_bottom, top)
@@ -104,7 +104,7 @@ def bars(
             f'<line x1="{left}" y1="{py:.1f}" x2="{width - right}" y2="{py:.1f}" stroke="#eee"/>'
         )
         out.append(
-            f'<text x="{left - 4}" y="{py + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>'
+            f'<text x="{left - 4}" y="{py + 4:.1f}" text-anchor="end">{escape(fmt(t))}</text>'
         )
     nb = max(1, len(labels))
     bw = (width - left - right) / nb
@@ -117,7 +117,7 @@ def bars(
                 out.append(
                     f'<rect class="bar" x="{x:.1f}" y="{ya(n):.1f}" '
                     f'width="{max(1.0, (bw - 4) / ng):.1f}" height="{plot_bottom - ya(n):.1f}" '
-                    f'fill="{colour}"><title>{escape(name)}: {escape(_fmt(n))} in bin '
+                    f'fill="{colour}"><title>{escape(name)}: {escape(fmt(n))} in bin '
                     f"{escape(labels[bi])}</title></rect>"
                 )
         lx = left + gi * 150

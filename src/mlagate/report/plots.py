@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from mlagate.report.barcharts import bars, binned_histogram, histogram
-from mlagate.report.svg import PALETTE, TITLE_PX, Axis, Marker, _fmt, _svg_open, no_data
+from mlagate.report.svg import PALETTE, TITLE_PX, Axis, Marker, fmt, no_data, svg_open
 
 __all__ = [
     "PALETTE",
@@ -97,7 +97,7 @@ def line_chart(
     xa = Axis(xs, left, width - right, x_log, x_base)
     ya = Axis(ys, plot_bottom, top, y_log)
     area = _Area(width, height, left, right, top, plot_bottom, xa, ya)
-    out = _svg_open(width, height, title)
+    out = svg_open(width, height, title)
     out += _grid(area)
     out += _axis_labels(area, x_label, y_label, x_log, y_log)
     out += _marker_lines(area, markers)
@@ -154,7 +154,7 @@ def _grid(a: _Area) -> list[str]:
         )
         out.append(
             f'<text x="{px:.1f}" y="{a.plot_bottom + 14}" '
-            f'text-anchor="middle">{escape(_fmt(t))}</text>'
+            f'text-anchor="middle">{escape(fmt(t))}</text>'
         )
     for t in a.ya.ticks():
         py = a.ya(t)
@@ -163,7 +163,7 @@ def _grid(a: _Area) -> list[str]:
             'stroke="#eee"/>'
         )
         out.append(
-            f'<text x="{a.left - 4}" y="{py + 4:.1f}" text-anchor="end">{escape(_fmt(t))}</text>'
+            f'<text x="{a.left - 4}" y="{py + 4:.1f}" text-anchor="end">{escape(fmt(t))}</text>'
         )
     return out
 
@@ -219,8 +219,8 @@ def _series_lines(a: _Area, i: int, s: Series, y_log: bool, legend_rows: int) ->
     for x, y in s.points:
         out.append(
             f'<circle class="series" cx="{xa(x):.1f}" cy="{ya(y):.1f}" r="2.5" '
-            f'fill="{colour}"><title>{escape(s.name)}: {escape(_fmt(x))}, '
-            f"{escape(_fmt(y))}</title></circle>"
+            f'fill="{colour}"><title>{escape(s.name)}: {escape(fmt(x))}, '
+            f"{escape(fmt(y))}</title></circle>"
         )
     lx = a.left + (i % 2) * (a.width - a.left - a.right) / 2
     ly = a.height - 18 - 14 * (legend_rows - 1 - i // 2)

@@ -20,7 +20,7 @@ class Marker:
     colour: str = "#555"
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     if v == 0:
         return "0"
     a = abs(v)
@@ -86,7 +86,7 @@ def _nice_step(raw: float) -> float:
 TITLE_PX = 34  # two title lines: "what: which"
 
 
-def _svg_open(width: int, height: int, title: str) -> list[str]:
+def svg_open(width: int, height: int, title: str) -> list[str]:
     head, _, rest = title.partition(": ")
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 '
@@ -102,7 +102,7 @@ def _svg_open(width: int, height: int, title: str) -> list[str]:
 
 
 def no_data(title: str, message: str, width: int = 480, height: int = 200) -> str:
-    out = _svg_open(width, height, title)
+    out = svg_open(width, height, title)
     out.append(
         f'<rect x="20" y="30" width="{width - 40}" height="{height - 50}" fill="#f6f6f6" '
         'stroke="#bbb" stroke-dasharray="4 3"/>'
