@@ -373,7 +373,8 @@ def _pytest_command(
         args += ["-p", "no:xdist"]
     if not _plugin_installed():
         args += ["-p", "mlagate.harness.plugin"]
-    return args + (pytest_args or [])
+    args += pytest_args or []
+    return args
 
 
 def _child_env(run_id: str) -> dict[str, str]:
