@@ -23,39 +23,11 @@ import tempfile
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--module", action="append", default=[])
-    ap.add_argument("--arm", default="mlx-lm-0.32.2-patched")
-    ap.add_argument(
-        "--cpu",
-        default="auto",
-        help="passed to mlagate run --cpu (none: workers float between CPUs)",
-    )
-    ap.add_argument("run_args", nargs="*", help="more arguments for mlagate run, after --")
-    args = ap.parse_args()
+    args = _arguments()
     modules = args.module or ["mlx-lm/deepseek_v3", "mlx-lm/glm4_moe_lite"]
     red_runs, alarms, cases, widths = 0, 0, 0, []
     for i in range(args.runs):
-        out = tempfile.mkdtemp(prefix=f"mlagate-aa-{i}-")
-        cmd = [
-            sys.executable,
-            "-m",
-            "mlagate",
-            "run",
-            "--aa",
-            "--suite",
-            "l1_parity",
-            "--arm",
-            args.arm,
-            "--cpu",
-            args.cpu,
-            "--out",
-            out,
-        ]
-        for m in modules:
-            cmd += ["--module", m]
-        subprocess.run([*cmd, *args.run_args], capture_output=True)
+        out = _gate_run(i, args, modules)
         red = False
         for path in sorted(glob.glob(f"{out}/results/*.json")):
             r = json.loads(open(path).read())
@@ -67,26 +39,7 @@ def main() -> None:
             red |= alarm
             tries = r["metrics"].get("attempts", [])
             widths += [a["ci"][1] - a["ci"][0] for a in tries if "ci" in a]
-            print(
-                json.dumps(
-                    {
-                        "run": i,
-                        "geometry": r["geometry"]["id"],
-                        "verdict": r["verdict"],
-                        "cpus": r["fingerprint"].get("cpus"),
-                        "tries": [
-                            {
-                                "T": a["T"],
-                                "change": round(a["change"], 4),
-                                "ci": [round(x, 4) for x in a["ci"]],
-                                "decided": a.get("decided"),
-                            }
-                            for a in tries
-                        ],
-                    }
-                ),
-                flush=True,
-            )
+            print(json.dumps(_case_line(i, r, tries)), flush=True)
         red_runs += red
     print(
         json.dumps(
@@ -103,6 +56,63 @@ def main() -> None:
             }
         )
     )
+
+
+def _arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--module", action="append", default=[])
+    ap.add_argument("--arm", default="mlx-lm-0.32.2-patched")
+    ap.add_argument(
+        "--cpu",
+        default="auto",
+        help="passed to mlagate run --cpu (none: workers float between CPUs)",
+    )
+    ap.add_argument("run_args", nargs="*", help="more arguments for mlagate run, after --")
+    return ap.parse_args()
+
+
+def _gate_run(i: int, args: argparse.Namespace, modules: list[str]) -> str:
+    """A/A gate run i: `mlagate run --aa --suite l1_parity` into a fresh folder (returned)."""
+    out = tempfile.mkdtemp(prefix=f"mlagate-aa-{i}-")
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlagate",
+        "run",
+        "--aa",
+        "--suite",
+        "l1_parity",
+        "--arm",
+        args.arm,
+        "--cpu",
+        args.cpu,
+        "--out",
+        out,
+    ]
+    for m in modules:
+        cmd += ["--module", m]
+    subprocess.run([*cmd, *args.run_args], capture_output=True)
+    return out
+
+
+def _case_line(i: int, r: dict, tries: list[dict]) -> dict:
+    """The JSON line of one case: its geometry, verdict, CPUs and each try's interval."""
+    return {
+        "run": i,
+        "geometry": r["geometry"]["id"],
+        "verdict": r["verdict"],
+        "cpus": r["fingerprint"].get("cpus"),
+        "tries": [
+            {
+                "T": a["T"],
+                "change": round(a["change"], 4),
+                "ci": [round(x, 4) for x in a["ci"]],
+                "decided": a.get("decided"),
+            }
+            for a in tries
+        ],
+    }
 
 
 if __name__ == "__main__":

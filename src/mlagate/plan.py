@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlagate import expectations
 from mlagate.arms import ArmInstall
-from mlagate.matrix import Matrix
+from mlagate.matrix import Arm, Matrix, Module
 from mlagate.scan import guards as scanner
 
 EVIDENCE = ("checkpoint", "synthetic", "argued")
@@ -116,64 +116,90 @@ def expand(
         paired = matrix.suites[suite].baseline and not aa
         self_paired = matrix.suites[suite].baseline and aa
         dtype = matrix.suites[suite].gates.get("dtype", matrix.profiles[profile].dtype)
-        only = matrix.suites[suite].modules
-        for module in matrix.modules.values():
-            if only is not None and module.id not in only:
-                continue
-            if matrix.suites[suite].sparse and not module.sparse:
-                continue
-            if selection.modules and module.id not in selection.modules:
-                continue
-            for arm in matrix.arms_for(module):
-                if selection.arms and arm.id not in selection.arms:
-                    continue
-                if installs is not None and (
-                    arm.id not in installs or not installs[arm.id].has_module(module.import_path)
-                ):
-                    continue
-                if paired and (
-                    arm.baseline is None
-                    or arm.baseline not in {a.id for a in matrix.arms_for(module)}
-                ):
-                    continue
-                for geometry in module.geometries:
-                    cases.append(
-                        Case(
-                            suite,
-                            module.id,
-                            arm.id,
-                            geometry,
-                            dtype,
-                            backend,
-                            profile,
-                            runner,
-                            "synthetic",
-                            aa=self_paired,
-                        )
-                    )
-                for cp in matrix.checkpoints.values():
-                    if cp.module == module.id:
-                        evidence = "checkpoint" if runner in cp.runners else "argued"
-                        cases.append(
-                            Case(
-                                suite,
-                                module.id,
-                                arm.id,
-                                cp.geometry,
-                                dtype,
-                                backend,
-                                profile,
-                                runner,
-                                evidence,
-                                cp.id,
-                                aa=self_paired,
-                            )
-                        )
+        for module in _suite_modules(matrix, selection, suite):
+            for arm in _module_arms(matrix, selection, module, installs, paired):
+                cases += _arm_cases(
+                    matrix,
+                    suite,
+                    module,
+                    arm,
+                    runner,
+                    dtype=dtype,
+                    backend=backend,
+                    profile=profile,
+                    aa=self_paired,
+                )
     return [
         c
         for c in map(lambda c: _expected(matrix, c), cases)
         if c.expected != "skip" or keep_skipped
     ]
+
+
+def _suite_modules(matrix: Matrix, selection: Selection, suite: str) -> list[Module]:
+    """The matrix's modules a suite runs on: its own list (when it has one), sparse modules only
+    for a sparse suite, and only the selected ones."""
+    only = matrix.suites[suite].modules
+    return [
+        module
+        for module in matrix.modules.values()
+        if (only is None or module.id in only)
+        and not (matrix.suites[suite].sparse and not module.sparse)
+        and not (selection.modules and module.id not in selection.modules)
+    ]
+
+
+def _module_arms(
+    matrix: Matrix,
+    selection: Selection,
+    module: Module,
+    installs: dict[str, ArmInstall] | None,
+    paired: bool,
+) -> list[Arm]:
+    """The selected arms of a module that hold it (when installs are given) and, for a suite
+    compared with a baseline, have a baseline among the module's arms."""
+    arms = []
+    for arm in matrix.arms_for(module):
+        if selection.arms and arm.id not in selection.arms:
+            continue
+        if installs is not None and (
+            arm.id not in installs or not installs[arm.id].has_module(module.import_path)
+        ):
+            continue
+        if paired and (
+            arm.baseline is None or arm.baseline not in {a.id for a in matrix.arms_for(module)}
+        ):
+            continue
+        arms.append(arm)
+    return arms
+
+
+def _arm_cases(
+    matrix: Matrix, suite: str, module: Module, arm: Arm, runner: str, **common
+) -> list[Case]:
+    """One synthetic case per geometry of the module, then one per checkpoint of it: checkpoint
+    evidence on the checkpoint's runners, argued on the others. `common`: dtype, backend,
+    profile and aa."""
+    cases = [
+        Case(suite, module.id, arm.id, geometry, runner=runner, evidence="synthetic", **common)
+        for geometry in module.geometries
+    ]
+    for cp in matrix.checkpoints.values():
+        if cp.module == module.id:
+            evidence = "checkpoint" if runner in cp.runners else "argued"
+            cases.append(
+                Case(
+                    suite,
+                    module.id,
+                    arm.id,
+                    cp.geometry,
+                    runner=runner,
+                    evidence=evidence,
+                    checkpoint=cp.id,
+                    **common,
+                )
+            )
+    return cases
 
 
 def _expected(matrix: Matrix, case: Case) -> Case:

@@ -7,20 +7,32 @@ governor (when readable) and, when the cuda backend is expected, the NVIDIA GPU 
 with no other compute process on it. A performance runner fails on what would skew timings
 (battery, throttling, load, another MLX process); a correctness runner only warns on those.
 
-The parsers are pure functions over the commands' text, so recorded outputs test them.
+The parsers (mlagate.gate.healthparse) are pure functions over the commands' text, so recorded
+outputs test them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlagate.gate.healthparse import MLX_PROCESS as MLX_PROCESS
+from mlagate.gate.healthparse import (
+    mlx_processes,
+    parse_low_power,
+    parse_meminfo,
+    parse_memsize,
+    parse_metal,
+    parse_nvidia,
+    parse_power,
+    parse_thermal,
+    parse_vm_stat,
+)
+
 GIB = 1024**3
-MLX_PROCESS = re.compile(r"(\bmlx[_.-]?(lm|vlm)\b|\bmlagate\.worker\b|-m mlx\b|\bimport mlx\b)")
 
 
 @dataclass(frozen=True)
@@ -120,126 +132,6 @@ class System:
         return sorted({g.strip() for g in found if g is not None})
 
 
-# --- parsers (pure) ------------------------------------------------------------------
-
-
-def parse_power(pmset_batt: str) -> str | None:
-    """'AC Power', 'Battery Power' or 'UPS Power' from `pmset -g batt`."""
-    m = re.search(r"drawing from '([^']+)'", pmset_batt)
-    return m.group(1) if m else None
-
-
-def parse_low_power(pmset_g: str) -> bool | None:
-    """Low Power Mode from `pmset -g` (the lowpowermode line; absent on older macOS)."""
-    m = re.search(r"^\s*lowpowermode\s+(\d+)", pmset_g, re.MULTILINE)
-    return None if m is None else m.group(1) != "0"
-
-
-def parse_thermal(pmset_therm: str) -> tuple[bool, str]:
-    """(nominal, detail) from `pmset -g therm`: a recorded warning level above 0 or a CPU speed
-    limit below 100 is not nominal."""
-    problems = []
-    for line in pmset_therm.splitlines():
-        m = re.search(r"(thermal|performance) warning level\D*(\d+)", line, re.IGNORECASE)
-        if (
-            m
-            and not re.search(r"\bno (thermal|performance) warning level", line, re.IGNORECASE)
-            and int(m.group(2)) > 0
-        ):
-            problems.append(f"{m.group(1).lower()} warning level {m.group(2)}")
-    m = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", pmset_therm)
-    if m and int(m.group(1)) < 100:
-        problems.append(f"CPU speed limited to {m.group(1)} %")
-    return (
-        not problems,
-        "; ".join(problems) or "no thermal or performance warning, CPU speed not limited",
-    )
-
-
-def parse_vm_stat(vm_stat: str) -> int | None:
-    """Available bytes from `vm_stat`: free + inactive + speculative pages (what macOS can hand out
-    without swapping)."""
-    size = re.search(r"page size of (\d+) bytes", vm_stat)
-    if size is None:
-        return None
-    pages = dict(
-        re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", vm_stat, re.MULTILINE)
-    )
-    if "free" not in pages:
-        return None
-    return sum(int(v) for v in pages.values()) * int(size.group(1))
-
-
-def parse_memsize(sysctl: str) -> int | None:
-    m = re.search(r"(\d+)", sysctl)
-    return int(m.group(1)) if m else None
-
-
-def parse_meminfo(meminfo: str) -> tuple[int, int] | None:
-    """(available, total) bytes from /proc/meminfo."""
-    values = {
-        k: int(v) * 1024
-        for k, v in re.findall(r"^(MemAvailable|MemTotal):\s+(\d+) kB", meminfo, re.MULTILINE)
-    }
-    if "MemAvailable" not in values or "MemTotal" not in values:
-        return None
-    return values["MemAvailable"], values["MemTotal"]
-
-
-def parse_metal(displays: str) -> str | None:
-    """The Metal support line of `system_profiler SPDisplaysDataType` (None: no Metal device)."""
-    m = re.search(r"^\s*(Metal(?: Support| Family)?):\s*(.+)$", displays, re.MULTILINE)
-    if m is None or "not supported" in m.group(2).lower():
-        return None
-    chip = re.search(r"^\s*Chipset Model:\s*(.+)$", displays, re.MULTILINE)
-    return f"{chip.group(1).strip() if chip else 'GPU'}: {m.group(1)} {m.group(2).strip()}"
-
-
-def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
-    """Processes of `ps -A -o pid= -o args=` that run MLX or an mlagate worker, except the excluded
-    pids."""
-    found = []
-    for line in ps.splitlines():
-        parts = line.strip().split(None, 1)
-        if len(parts) != 2 or not parts[0].isdigit():
-            continue
-        pid, args = int(parts[0]), parts[1]
-        if pid in exclude or "mlagate health" in args or "mlagate.gate.health" in args:
-            continue
-        if MLX_PROCESS.search(args):
-            found.append((pid, args[:120]))
-    return found
-
-
-def parse_nvidia(query: str) -> list[dict]:
-    """GPUs from `nvidia-smi
-    --query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active
-    --format=csv,noheader,nounits`."""
-    gpus = []
-    for line in query.strip().splitlines():
-        cols = [c.strip() for c in line.split(",")]
-        if len(cols) >= 5:
-            gpus.append(
-                {
-                    "name": cols[0],
-                    "used_mib": _number(cols[1]),
-                    "total_mib": _number(cols[2]),
-                    "temp_c": _number(cols[3]),
-                    "throttle": cols[4],
-                }
-            )
-    return gpus
-
-
-def _number(field: str) -> int | str:
-    """An nvidia-smi number, or the field as printed ("[N/A]", "[Not Supported]") when it is
-    none."""
-    try:
-        return int(float(field))
-    except ValueError:
-        return field
-
-
 # --- checks --------------------------------------------------------------------------
 
 
@@ -333,89 +225,85 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
 
 
 def check_linux(system: System, performance: bool, backend: str, need_gb: float) -> list[Check]:
-    checks = []
-    loadavg = system.read("/proc/loadavg")
-    cpus = system.cpu_count()
-    if loadavg is None:
-        checks.append(Check("load", "skip", "/proc/loadavg not readable"))
-    else:
-        load = float(loadavg.split()[0])
-        limit = 0.5 * cpus
-        checks.append(
-            Check(
-                "load",
-                "ok" if load <= limit else _strict(performance),
-                f"1-minute load {load:.2f} on {cpus} CPUs (at most {limit:g})",
-            )
-        )
+    checks = [_load(system, performance)]
     meminfo = system.read("/proc/meminfo")
     mem = parse_meminfo(meminfo) if meminfo else None
     checks.append(_memory(mem[0] if mem else None, mem[1] if mem else None, need_gb))
     checks.append(_processes(system, performance))
-    governors = system.governors()
-    if not governors:
-        checks.append(
-            Check(
-                "cpu-governor",
-                "skip",
-                "no cpufreq governor readable (virtual machine or container)",
-            )
-        )
-    else:
-        fine = governors == ["performance"]
-        checks.append(
-            Check(
-                "cpu-governor",
-                "ok" if fine else "warn",
-                f"scaling governor {', '.join(governors)}"
-                + ("" if fine else " (performance is steadier for timings)"),
-            )
-        )
+    checks.append(_governor(system))
     if backend == "metal":
         checks.append(
             Check("metal", "fail", "backend metal expected, but Metal runs only on macOS")
         )
     if backend == "cuda":
-        query = system.run(
-            "nvidia-smi",
-            "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active",
-            "--format=csv,noheader,nounits",
-        )
-        gpus = parse_nvidia(query) if query else []
-        if not gpus:
-            checks.append(
-                Check("cuda", "fail", "backend cuda expected, but nvidia-smi lists no GPU")
-            )
-        else:
-            checks.append(
-                Check(
-                    "cuda",
-                    "ok",
-                    "; ".join(
-                        f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C"
-                        for g in gpus
-                    ),
-                )
-            )
-            apps = system.run(
-                "nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"
-            )
-            others = [line.strip() for line in (apps or "").splitlines() if line.strip()]
-            if apps is None:
-                checks.append(
-                    Check("gpu-processes", "skip", "nvidia-smi could not list compute processes")
-                )
-            else:
-                checks.append(
-                    Check(
-                        "gpu-processes",
-                        "ok" if not others else _strict(performance),
-                        "no compute process on the GPU"
-                        if not others
-                        else f"compute processes: {'; '.join(others[:3])}",
-                    )
-                )
+        checks += _cuda(system, performance)
     return checks
+
+
+def _load(system: System, performance: bool) -> Check:
+    """The 1-minute load average against half the CPUs."""
+    loadavg = system.read("/proc/loadavg")
+    cpus = system.cpu_count()
+    if loadavg is None:
+        return Check("load", "skip", "/proc/loadavg not readable")
+    load = float(loadavg.split()[0])
+    limit = 0.5 * cpus
+    return Check(
+        "load",
+        "ok" if load <= limit else _strict(performance),
+        f"1-minute load {load:.2f} on {cpus} CPUs (at most {limit:g})",
+    )
+
+
+def _governor(system: System) -> Check:
+    """The CPU frequency governor: performance is steadier for timings (only ever a warning)."""
+    governors = system.governors()
+    if not governors:
+        return Check(
+            "cpu-governor",
+            "skip",
+            "no cpufreq governor readable (virtual machine or container)",
+        )
+    fine = governors == ["performance"]
+    return Check(
+        "cpu-governor",
+        "ok" if fine else "warn",
+        f"scaling governor {', '.join(governors)}"
+        + ("" if fine else " (performance is steadier for timings)"),
+    )
+
+
+def _cuda(system: System, performance: bool) -> list[Check]:
+    """The NVIDIA GPUs nvidia-smi lists and, when there is one, the other compute processes on
+    it."""
+    query = system.run(
+        "nvidia-smi",
+        "--query-gpu=name,memory.used,memory.total,temperature.gpu,clocks_throttle_reasons.active",
+        "--format=csv,noheader,nounits",
+    )
+    gpus = parse_nvidia(query) if query else []
+    if not gpus:
+        return [Check("cuda", "fail", "backend cuda expected, but nvidia-smi lists no GPU")]
+    listed = "; ".join(
+        f"{g['name']} {g['used_mib']}/{g['total_mib']} MiB used, {g['temp_c']} C" for g in gpus
+    )
+    return [Check("cuda", "ok", listed), _gpu_processes(system, performance)]
+
+
+def _gpu_processes(system: System, performance: bool) -> Check:
+    apps = system.run(
+        "nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"
+    )
+    others = [line.strip() for line in (apps or "").splitlines() if line.strip()]
+    if apps is None:
+        return Check("gpu-processes", "skip", "nvidia-smi could not list compute processes")
+    return Check(
+        "gpu-processes",
+        "ok" if not others else _strict(performance),
+        "no compute process on the GPU"
+        if not others
+        else f"compute processes: {'; '.join(others[:3])}",
+    )
 
 
 MUST_READ_FOR_PERFORMANCE = ("power", "thermal", "memory", "mlx-processes", "gpu-processes")

@@ -109,6 +109,28 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
     """
     if (out / "results").is_dir() and any((out / "results").iterdir()):
         raise MergeError(f"{out / 'results'} is not empty: merge into a new directory")
+    seen, rows, manifests = _collect(dirs)
+    expected, planned_shards = _expected(plan, manifests)
+    have = {f"{r}::{c}" for r, c in seen}
+    expected_set = set(expected)
+    unplanned = (
+        sorted(k for k in have if k not in expected_set) if (plan is not None or manifests) else []
+    )
+    missing_shards = _missing_shards(manifests, planned_shards)
+    _copy(rows, dirs, out)
+    summary = results.summarise(
+        [r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have]
+    )
+    outcome = MergeOutcome(out, summary, [str(d) for d in dirs], missing_shards, unplanned)
+    _write_record(out, outcome)
+    return outcome
+
+
+def _collect(
+    dirs: list[Path],
+) -> tuple[dict[tuple[str, str], Path], list[tuple[dict, Path]], list[dict]]:
+    """Every result of `dirs` with its file, keyed by (runner, case id), and the shards'
+    manifests; a case in two files is refused."""
     seen: dict[tuple[str, str], Path] = {}
     rows: list[tuple[dict, Path]] = []
     manifests: list[dict] = []
@@ -129,20 +151,27 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
                 )
             seen[key] = path
             rows.append((row, path))
+    return seen, rows, manifests
 
-    planned_shards = None  # (runner, "i/N") of the plan's jobs that hold cases
-    if plan is not None:
-        jobs = _read(plan, PLAN_SCHEMA, "plan")["jobs"]
-        expected = [f"{job['runner']}::{cid}" for job in jobs for cid in job["case_ids"]]
-        planned_shards = {(job["runner"], job["shard"]) for job in jobs if job["case_ids"]}
-    else:
-        expected = [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]]
-    have = {f"{r}::{c}" for r, c in seen}
-    expected_set = set(expected)
-    unplanned = (
-        sorted(k for k in have if k not in expected_set) if (plan is not None or manifests) else []
-    )
 
+def _expected(
+    plan: Path | None, manifests: list[dict]
+) -> tuple[list[str], set[tuple[str, str]] | None]:
+    """The expected "runner::case" keys (the plan's, else the manifests'), and the plan's
+    (runner, "i/N") shards that hold cases (None without a plan)."""
+    if plan is None:
+        return [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]], None
+    jobs = _read(plan, PLAN_SCHEMA, "plan")["jobs"]
+    expected = [f"{job['runner']}::{cid}" for job in jobs for cid in job["case_ids"]]
+    planned_shards = {(job["runner"], job["shard"]) for job in jobs if job["case_ids"]}
+    return expected, planned_shards
+
+
+def _missing_shards(
+    manifests: list[dict], planned_shards: set[tuple[str, str]] | None
+) -> list[str]:
+    """The sibling shards of the manifests that left none (and that the plan, when given, gave
+    cases)."""
     missing_shards = []
     groups: dict[tuple[str, str, str], set[int]] = {}
     counts: dict[tuple[str, str, str], int] = {}
@@ -160,7 +189,12 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
                     f"{i}/{counts[key]} of runner {key[0]} (profile {key[1]}, plan {key[2]}): no "
                     "manifest, its job did not run or its artifact is missing"
                 )
+    return missing_shards
 
+
+def _copy(rows: list[tuple[dict, Path]], dirs: list[Path], out: Path) -> None:
+    """The result files into OUT/results/ (a name taken twice gets its runner in front) and each
+    directory's logs into OUT/logs/<directory name>/."""
     target = out / "results"
     target.mkdir(parents=True, exist_ok=True)
     names: set[str] = set()
@@ -173,10 +207,10 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
         if logs.is_dir():
             shutil.copytree(logs, out / "logs" / Path(d).name, dirs_exist_ok=True)
 
-    summary = results.summarise(
-        [r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have]
-    )
-    outcome = MergeOutcome(out, summary, [str(d) for d in dirs], missing_shards, unplanned)
+
+def _write_record(out: Path, outcome: MergeOutcome) -> None:
+    """OUT/merge.json: the sources, counts, missing cases and shards, and the exit code."""
+    summary = outcome.summary
     (out / "merge.json").write_text(
         json.dumps(
             {
@@ -184,11 +218,10 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
                 "sources": outcome.sources,
                 "counts": summary.counts,
                 "missing": summary.missing,
-                "missing_shards": missing_shards,
-                "unplanned": unplanned,
+                "missing_shards": outcome.missing_shards,
+                "unplanned": outcome.unplanned,
                 "exit_code": outcome.exit_code,
             },
             indent=1,
         )
     )
-    return outcome

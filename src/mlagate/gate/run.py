@@ -283,10 +283,48 @@ def _run_held(
     """mlagate run while it holds OUT; with `only` (a resume), earlier results of OUT stay."""
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
     refuse_gaps(matrix, outcome.gaps)
-    cases = outcome.cases
     if only is None:
         set_aside(out)
     run_id = lifeline.new_run_id()
+    cases = _cases_to_run(matrix, outcome, out, shard_spec, costs, only, profile, backend, runner)
+    plan_file = runplan.write(
+        out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs)
+    )
+    machine.record(out, "start")
+    follow = live.start(
+        out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose
+    )
+    with_cases = {c.suite for c in cases}
+    suites = [s for s in (selection.suites or tuple(matrix.suites)) if s in with_cases]
+    codes = {}
+    for kind in ("correctness", "performance"):
+        chosen = [s for s in suites if matrix.suites[s].kind == kind]
+        if not chosen:
+            continue
+        args = _pytest_command(
+            matrix, chosen, kind, plan_file, out, cpu, cache, workers, pytest_args
+        )
+        code = follow.child(args + ["-p", "mlagate.harness.events"], _child_env(run_id), kind)
+        codes[kind] = code
+        if code not in (0, 1, 5):
+            follow.end()
+            raise UsageError(
+                f"pytest stopped with exit status {code} running the {kind} suites (see "
+                f"{follow.where(kind)})"
+            )
+    follow.end()
+    machine.record(out, "end")
+    wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
+    rows = _own_results(out, wanted, only, run_id)
+    return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)
+
+
+def _cases_to_run(
+    matrix, outcome, out, shard_spec, costs, only, profile, backend, runner
+) -> list[Case]:
+    """The planned cases this run runs: its shard's (OUT/shard-cases.json), then the resumed
+    ones; a run that is no resume records them in OUT/manifest.json."""
+    cases = outcome.cases
     if shard_spec is not None:
         bounds.shards(shard_spec[1], len(outcome.cases), "--shard")
         kinds = {s: matrix.suites[s].kind for s in matrix.suites}
@@ -302,70 +340,59 @@ def _run_held(
         shard.write_manifest(
             out, cases, outcome.cases, shard_spec or (1, 1), profile, backend, runner
         )
-    plan_file = runplan.write(
-        out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs)
-    )
-    machine.record(out, "start")
-    follow = live.start(
-        out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose
-    )
-    with_cases = {c.suite for c in cases}
-    suites = [s for s in (selection.suites or tuple(matrix.suites)) if s in with_cases]
-    codes = {}
-    for kind in ("correctness", "performance"):
-        chosen = [s for s in suites if matrix.suites[s].kind == kind]
-        if not chosen:
-            continue
-        args = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *map(str, (suite_file(matrix, s) for s in chosen)),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(bundled("suites")),
-            "--mlagate-plan",
-            str(plan_file),
-            "--mlagate-out",
-            str(out),
-            "--mlagate-cpu",
-            cpu,
-        ]
-        if cache:
-            args += ["--mlagate-cache", str(cache)]
-        if kind == "correctness" and workers > 1:
-            args += ["-n", str(workers)]
-        if kind == "performance":
-            args += ["-p", "no:xdist"]
-        if not _plugin_installed():
-            args += ["-p", "mlagate.harness.plugin"]
-        args += pytest_args or []
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
-        }
-        code = follow.child(
-            args + ["-p", "mlagate.harness.events"],
-            {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id},
-            kind,
-        )
-        codes[kind] = code
-        if code not in (0, 1, 5):
-            follow.end()
-            raise UsageError(
-                f"pytest stopped with exit status {code} running the {kind} suites (see "
-                f"{follow.where(kind)})"
-            )
-    follow.end()
-    machine.record(out, "end")
-    wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
-    # a run counts only its own results (a resume also the earlier results it keeps)
-    rows = [
+    return cases
+
+
+def _pytest_command(
+    matrix, chosen, kind, plan_file, out, cpu, cache, workers, pytest_args
+) -> list[str]:
+    """The pytest command line for the chosen suites of one kind: correctness under xdist with
+    `workers` processes, performance serially."""
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, (suite_file(matrix, s) for s in chosen)),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(bundled("suites")),
+        "--mlagate-plan",
+        str(plan_file),
+        "--mlagate-out",
+        str(out),
+        "--mlagate-cpu",
+        cpu,
+    ]
+    if cache:
+        args += ["--mlagate-cache", str(cache)]
+    if kind == "correctness" and workers > 1:
+        args += ["-n", str(workers)]
+    if kind == "performance":
+        args += ["-p", "no:xdist"]
+    if not _plugin_installed():
+        args += ["-p", "mlagate.harness.plugin"]
+    args += pytest_args or []
+    return args
+
+
+def _child_env(run_id: str) -> dict[str, str]:
+    """This environment less any pytest-xdist or current-test variable, unbuffered, with the
+    run's id."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
+    }
+    return {**env, "PYTHONUNBUFFERED": "1", lifeline.RUN_ENV: run_id}
+
+
+def _own_results(out: Path, wanted: set[str], only, run_id: str) -> list[dict]:
+    """The results of OUT this run counts: its own (a resume also the earlier results it
+    keeps)."""
+    return [
         r
         for r in results.load_dir(out / "results")
         if r["case_id"] in wanted and (only is not None or r.get("run_id") == run_id)
     ]
-    return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)

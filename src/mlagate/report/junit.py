@@ -39,78 +39,12 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
         by_suite.setdefault(r["suite"], []).append(r)
     time_total = 0.0
     for suite in sorted(by_suite):
-        rs = sorted(by_suite[suite], key=lambda r: r["case_id"])
-        counts = {
-            "tests": len(rs),
-            "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs),
-            "errors": sum(r["verdict"] == "invalid" for r in rs),
-            "skipped": sum(r["verdict"] == "argued" for r in rs),
-        }
-        t = sum(float(r.get("duration_s") or 0) for r in rs)
+        counts, t = _testsuite(root, suite, sorted(by_suite[suite], key=lambda r: r["case_id"]))
         time_total += t
-        ts = ET.SubElement(
-            root,
-            "testsuite",
-            name=_clean(suite),
-            time=f"{t:.3f}",
-            **{k: str(v) for k, v in counts.items()},
-        )
         for k in totals:
             totals[k] += counts[k]
-        for r in rs:
-            classname, name = testcase_name(r)
-            tc = ET.SubElement(
-                ts,
-                "testcase",
-                classname=_clean(classname),
-                name=_clean(name),
-                time=f"{float(r.get('duration_s') or 0):.3f}",
-            )
-            reason = _clean(r.get("reason", ""))
-            outcome = outcomes.outcome(r)
-            detail = _clean(
-                f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
-                f"verdict: {r['verdict']} (expected {r.get('expected')}: "
-                f"{r.get('expectation', '')})\nreplay: {r.get('replay', '')}"
-            )
-            if outcome in outcomes.RED:
-                ET.SubElement(
-                    tc,
-                    "failure",
-                    message=_clean(f"{outcome}: {r.get('reason', '')}"),
-                    type=outcome.replace(" ", "-"),
-                ).text = detail
-            elif r["verdict"] == "fail":
-                ET.SubElement(tc, "system-out").text = _clean(
-                    f"as expected: {r.get('expectation', '')}\n{detail}"
-                )
-            elif r["verdict"] == "invalid":
-                ET.SubElement(
-                    tc, "error", message=f"invalid: {reason}", type="invalid"
-                ).text = detail
-            elif r["verdict"] == "argued":
-                ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
-            if r.get("stderr"):
-                ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
     if missing:
-        ts = ET.SubElement(
-            root,
-            "testsuite",
-            name="missing",
-            time="0.000",
-            tests=str(len(missing)),
-            failures="0",
-            errors=str(len(missing)),
-            skipped="0",
-        )
-        for cid in missing:
-            tc = ET.SubElement(ts, "testcase", classname="missing", name=_clean(cid), time="0.000")
-            ET.SubElement(
-                tc,
-                "error",
-                message="missing: the plan holds this case and no result was written",
-                type="missing",
-            )
+        _missing_testsuite(root, missing)
         totals["tests"] += len(missing)
         totals["errors"] += len(missing)
     for k, v in totals.items():
@@ -118,3 +52,83 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
     root.set("time", f"{time_total:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _testsuite(root: ET.Element, suite: str, rs: list[dict]) -> tuple[dict[str, int], float]:
+    """One <testsuite> of a suite's results (sorted by case id); its counts and its time."""
+    counts = {
+        "tests": len(rs),
+        "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs),
+        "errors": sum(r["verdict"] == "invalid" for r in rs),
+        "skipped": sum(r["verdict"] == "argued" for r in rs),
+    }
+    t = sum(float(r.get("duration_s") or 0) for r in rs)
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name=_clean(suite),
+        time=f"{t:.3f}",
+        **{k: str(v) for k, v in counts.items()},
+    )
+    for r in rs:
+        _testcase(ts, r)
+    return counts, t
+
+
+def _testcase(ts: ET.Element, r: dict) -> None:
+    """One <testcase> of a result: a failure when its outcome is red, the expectation as output
+    for an expected fail, an error when invalid, skipped when argued; its stderr's tail."""
+    classname, name = testcase_name(r)
+    tc = ET.SubElement(
+        ts,
+        "testcase",
+        classname=_clean(classname),
+        name=_clean(name),
+        time=f"{float(r.get('duration_s') or 0):.3f}",
+    )
+    reason = _clean(r.get("reason", ""))
+    outcome = outcomes.outcome(r)
+    detail = _clean(
+        f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
+        f"verdict: {r['verdict']} (expected {r.get('expected')}: "
+        f"{r.get('expectation', '')})\nreplay: {r.get('replay', '')}"
+    )
+    if outcome in outcomes.RED:
+        ET.SubElement(
+            tc,
+            "failure",
+            message=_clean(f"{outcome}: {r.get('reason', '')}"),
+            type=outcome.replace(" ", "-"),
+        ).text = detail
+    elif r["verdict"] == "fail":
+        ET.SubElement(tc, "system-out").text = _clean(
+            f"as expected: {r.get('expectation', '')}\n{detail}"
+        )
+    elif r["verdict"] == "invalid":
+        ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
+    elif r["verdict"] == "argued":
+        ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
+    if r.get("stderr"):
+        ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
+
+
+def _missing_testsuite(root: ET.Element, missing: list[str]) -> None:
+    """The testsuite "missing": one error per planned case with no result."""
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name="missing",
+        time="0.000",
+        tests=str(len(missing)),
+        failures="0",
+        errors=str(len(missing)),
+        skipped="0",
+    )
+    for cid in missing:
+        tc = ET.SubElement(ts, "testcase", classname="missing", name=_clean(cid), time="0.000")
+        ET.SubElement(
+            tc,
+            "error",
+            message="missing: the plan holds this case and no result was written",
+            type="missing",
+        )

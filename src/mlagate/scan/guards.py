@@ -9,10 +9,9 @@
   incremental pooling, or something unrelated), MLA dispatches whose guards do not read one
   decision, and MLA modules a matrix does not register.
 
-Query-length names are those bound from a shape in the same function: position 1 of a
-3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
-`.shape[1]` / `.shape[-2]`, and names assigned from them. No regular expression reads the
-source.
+This module walks the files and builds the findings; the analysis of one function's guards
+(which names hold the query length, which tests mean one query, what a branch gates) is in
+mlagate.scan.analysis.
 """
 
 from __future__ import annotations
@@ -23,10 +22,38 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlagate.scan import fixes as scanfix
+from mlagate.scan.analysis import (
+    ABSORB_NAMES,
+    MULTI,
+    QUERY_NAMES,
+    SINGLE,
+    Function,
+    gates,
+    identifiers,
+    mla_classes,
+    statements,
+)
 from mlagate.worker import probes
 
-SINGLE, MULTI = "single", "multi"
-ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}
+__all__ = [
+    "ABSORB_NAMES",
+    "FAILING",
+    "MULTI",
+    "QUERY_NAMES",
+    "RULES",
+    "SINGLE",
+    "Finding",
+    "ScanReport",
+    "discover",
+    "gates",
+    "mla_classes",
+    "scan",
+    "scan_file",
+]
+
+# the analysis's names as this module had them (mlagate.mutate.sites reads them from here)
+_Function, _identifiers, _statements = Function, identifiers, statements
+
 RULES = {
     "MLA001": "single-query guard on the absorbed path",
     "MLA002": "single-token guard on the indexer's pool reuse",
@@ -36,26 +63,6 @@ RULES = {
     "MLA006": "file could not be parsed",
 }
 FAILING = {"MLA001", "MLA002", "MLA003", "MLA004"}
-
-
-def _called_attrs(cls: ast.ClassDef) -> set[str]:
-    return {
-        node.func.attr
-        for node in ast.walk(cls)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
-    }
-
-
-def mla_classes(tree: ast.Module) -> list[str]:
-    """Classes that implement the dispatch: their own code calls both projections."""
-    return [
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)
-    ]
 
 
 def _import_path(path: Path, root: Path) -> str:
@@ -78,196 +85,6 @@ def discover(site: Path, package: str) -> list[tuple[str, str]]:
             continue
         found.extend((_import_path(path, site), cls) for cls in mla_classes(tree))
     return found
-
-
-# --- single-query conditions ------------------------------------------------------------
-
-
-def _const(node) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    return None
-
-
-def _shape_index(node) -> int | None:
-    """k for `<expr>.shape[k]` with a literal k (negative allowed)."""
-    if (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == "shape"
-    ):
-        idx = node.slice
-        if (
-            isinstance(idx, ast.UnaryOp)
-            and isinstance(idx.op, ast.USub)
-            and _const(idx.operand) is not None
-        ):
-            return -_const(idx.operand)
-        return _const(idx)
-    return None
-
-
-def _is_shape(node) -> bool:
-    if isinstance(node, ast.Attribute) and node.attr == "shape":
-        return True
-    return (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == "shape"
-        and isinstance(node.slice, ast.Slice)
-    )
-
-
-_TUPLE_POSITION = {2: 1, 3: 1, 4: 2}
-QUERY_NAMES = {
-    "x",
-    "h",
-    "hidden",
-    "hidden_states",
-    "inputs",
-    "input_ids",
-    "inputs_embeds",
-    "tokens",
-    "q",
-    "query",
-    "queries",
-    "q_nope",
-    "q_pe",
-}
-_NOT_QUERY = ("self", "cache", "mask", "state")
-
-
-def _child_blocks(stmt):
-    for name in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, name, None)
-        if isinstance(block, list):
-            yield block
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
-
-
-def _statements(block):
-    """Every statement under block, in source order, without entering nested functions or
-    classes."""
-    for stmt in block:
-        yield stmt
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for child in _child_blocks(stmt):
-            yield from _statements(child)
-
-
-class _Function:
-    """What one function binds: query-length names and names bound to single/multi tests."""
-
-    def __init__(self, fn):
-        args = fn.args
-        self.params = {
-            a.arg
-            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
-            if not any(w in a.arg for w in _NOT_QUERY)
-        }
-        self.lengths: set[str] = set()
-        self.flags: dict[str, str | None] = {}
-
-    def query_like(self, node) -> bool:
-        return isinstance(node, ast.Name) and (node.id in self.params or node.id in QUERY_NAMES)
-
-    def bind(self, stmt) -> None:
-        if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                self._bind(target, stmt.value)
-
-    def _bind(self, target, value) -> None:
-        if isinstance(target, ast.Tuple) and _is_shape(value):
-            base = value if isinstance(value, ast.Attribute) else value.value
-            pos = _TUPLE_POSITION.get(len(target.elts))
-            if (
-                pos is not None
-                and isinstance(target.elts[pos], ast.Name)
-                and self.query_like(base.value)
-            ):
-                self.lengths.add(target.elts[pos].id)
-            return
-        if not isinstance(target, ast.Name):
-            return
-        if self.is_length(value):
-            self.lengths.add(target.id)
-            return
-        kind = self.kind(value)
-        if target.id in self.flags and self.flags[target.id] != kind:
-            self.flags[target.id] = None
-        else:
-            self.flags[target.id] = kind
-
-    def is_length(self, node) -> bool:
-        if isinstance(node, ast.Name):
-            return node.id in self.lengths
-        return _shape_index(node) in (1, -2) and self.query_like(node.value.value)
-
-    def kind(self, node) -> str | None:
-        """SINGLE when the test being true implies one query, MULTI when it implies more."""
-        if isinstance(node, ast.Compare) and len(node.ops) == 1:
-            return self._compare(node.left, node.ops[0], node.comparators[0])
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            inner = self.kind(node.operand)
-            return {SINGLE: MULTI, MULTI: SINGLE}.get(inner)
-        if isinstance(node, ast.BoolOp):
-            kinds = [self.kind(v) for v in node.values]
-            if isinstance(node.op, ast.And):
-                hits = {k for k in kinds if k}
-                return hits.pop() if len(hits) == 1 else None
-            return kinds[0] if len(set(kinds)) == 1 and kinds[0] else None
-        if isinstance(node, ast.Name):
-            return self.flags.get(node.id)
-        return None
-
-    def _compare(self, left, op, right) -> str | None:
-        if self.is_length(right) and not self.is_length(left):
-            left, right = right, left
-            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(
-                type(op), op
-            )
-        if not self.is_length(left):
-            return None
-        c = _const(right)
-        if c is None:
-            return None
-        table = {
-            (ast.Eq, 1): SINGLE,
-            (ast.LtE, 1): SINGLE,
-            (ast.Lt, 2): SINGLE,
-            (ast.NotEq, 1): MULTI,
-            (ast.Gt, 1): MULTI,
-            (ast.GtE, 2): MULTI,
-        }
-        return table.get((type(op), c))
-
-
-# --- what a branch gates ----------------------------------------------------------------
-
-
-def _identifiers(stmts) -> set[str]:
-    names = set()
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Attribute):
-                names.add(node.attr)
-            elif isinstance(node, ast.Name):
-                names.add(node.id)
-    return names
-
-
-def gates(stmts) -> str:
-    """absorbed, pooling or other: what the single-query branch does."""
-    names = _identifiers(stmts)
-    if names & ABSORB_NAMES or any("absorb" in n for n in names):
-        return "absorbed"
-    if any("pool" in n.lower() for n in names):
-        return "pooling"
-    return "other"
 
 
 # --- findings ---------------------------------------------------------------------------
@@ -369,11 +186,11 @@ def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
     report.module_names.add(module)
     mla = set(mla_classes(tree)) if "embed_q" in text and "unembed_out" in text else set()
     report.modules.extend((module, c) for c in sorted(mla))
-    for stmt in _statements(tree.body):
+    for stmt in statements(tree.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             _scan_function(stmt, text, module, display, report)
         elif isinstance(stmt, ast.ClassDef):
-            for inner in _statements(stmt.body):
+            for inner in statements(stmt.body):
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     _scan_function(inner, text, module, display, report)
             if stmt.name in mla:
@@ -381,8 +198,8 @@ def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
 
 
 def _scan_function(fn, text: str, module: str, display: str, report: ScanReport) -> None:
-    scope = _Function(fn)
-    for stmt in _statements(fn.body):
+    scope = Function(fn)
+    for stmt in statements(fn.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             _scan_function(stmt, text, module, display, report)
             continue
