@@ -1025,7 +1025,7 @@ def default_path() -> Path:
 
 def bundled(name: str) -> Path:
     """A file shipped with mlagate: the source checkout's copy, else the wheel's."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the mlagate package
     for candidate in (here.parents[1] / name, here / "_bundled" / name):
         if candidate.exists():
             return candidate
