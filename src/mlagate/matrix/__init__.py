@@ -15,6 +15,7 @@ from typing import Any
 from mlagate import gates as gatespec
 from mlagate import suites as descriptors
 from mlagate import yamlread
+from mlagate.matrix.jsonform import from_json, thaw, to_json
 from mlagate.matrix.model import (
     BACKENDS,
     DTYPES,
@@ -37,6 +38,37 @@ from mlagate.matrix.model import (
     Runtime,
     Suite,
 )
+from mlagate.matrix.paths import bundled, default_path
+
+__all__ = [  # the public face: every name importable from mlagate.matrix
+    "BACKENDS",
+    "DTYPES",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "SUITE_KINDS",
+    "Allow",
+    "Arm",
+    "ArmSource",
+    "Checkpoint",
+    "EquivalentMutant",
+    "Expectation",
+    "Geometry",
+    "Indexer",
+    "Matrix",
+    "MatrixError",
+    "Module",
+    "Profile",
+    "Runner",
+    "Runtime",
+    "Suite",
+    "bundled",
+    "default_path",
+    "from_json",
+    "load",
+    "parse",
+    "thaw",
+    "to_json",
+]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
@@ -805,89 +837,3 @@ def _check_profile(r: _Reader, m: dict[str, _Node], key: str) -> None:
         raise r.fail(
             m["timeout_s"], f"{key}.timeout_s", f"at most {_MAX_TIMEOUT_S} seconds, got {t}"
         )
-
-
-def thaw(value: Any) -> Any:
-    """A frozen config value as plain JSON-ready dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
-def default_path() -> Path:
-    """The matrix a bare command uses: ./matrix.yaml, else the one shipped with mlagate."""
-    local = Path("matrix.yaml")
-    if local.is_file():
-        return local
-    return bundled("matrix.yaml")
-
-
-def bundled(name: str) -> Path:
-    """A file shipped with mlagate: the source checkout's copy, else the wheel's."""
-    here = Path(__file__).resolve().parents[1]  # the mlagate package
-    for candidate in (here.parents[1] / name, here / "_bundled" / name):
-        if candidate.exists():
-            return candidate
-    return here.parents[1] / name
-
-
-# --- the validated matrix as JSON (the run plan carries it to the pytest process) -------
-
-
-def to_json(value: Any) -> Any:
-    """A validated matrix (or any part of it) as plain JSON: dataclasses as dicts, paths as
-    strings."""
-    if dataclasses.is_dataclass(value):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {k: to_json(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [to_json(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _revive(value: Any, hint: Any) -> Any:
-    import typing
-
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if value is None:
-        return None
-    if dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return hint(
-            **{
-                f.name: _revive(value[f.name], hints[f.name])
-                for f in dataclasses.fields(hint)
-                if f.name in value
-            }
-        )
-    if origin in (Mapping, dict) or hint is Mapping:
-        inner = args[1] if len(args) == 2 else Any
-        return MappingProxyType({k: _revive(v, inner) for k, v in value.items()})
-    if origin is tuple:
-        return tuple(_revive(v, args[0]) for v in value)
-    if args and type(None) in args:  # X | None
-        return _revive(value, next(a for a in args if a is not type(None)))
-    if hint is Path:
-        return Path(value)
-    if hint is Any:
-        return _freeze(value)
-    return value
-
-
-def from_json(data: dict) -> Matrix:
-    """The matrix that to_json wrote, frozen again (no YAML, no validation: it was validated
-    once)."""
-    return _revive(data, Matrix)
