@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from mlagate import gates as gatespec
 from mlagate import suites as descriptors
@@ -39,6 +38,7 @@ from mlagate.matrix.model import (
     Suite,
 )
 from mlagate.matrix.paths import bundled, default_path
+from mlagate.matrix.reader import NON_NEGATIVE, POSITIVE, Node, Reader, compose
 
 __all__ = [  # the public face: every name importable from mlagate.matrix
     "BACKENDS",
@@ -70,123 +70,6 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "to_json",
 ]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
-
-
-# --- strict reading -------------------------------------------------------------------
-
-
-_Node = yamlread.Node
-
-
-def _compose(text: str, file: str) -> _Node:
-    """The document's nodes, read by mlagate.yamlread (no aliases, core tags only, bounded
-    depth)."""
-    try:
-        return yamlread.compose(text)
-    except yamlread.ReadError as exc:
-        raise MatrixError(file, exc.line, exc.key, exc.message) from None
-
-
-class _Reader:
-    def __init__(self, file: str):
-        self.file = file
-
-    def fail(self, node: _Node | None, key: str, message: str) -> MatrixError:
-        return MatrixError(self.file, node.line if node else None, key, message)
-
-    def mapping(
-        self, node: _Node, key: str, allowed: set[str], required: set[str]
-    ) -> dict[str, _Node]:
-        if not isinstance(node.value, dict):
-            raise self.fail(node, key, f"expected a mapping, got {_kind(node.value)}")
-        for k, v in node.value.items():
-            if k not in allowed:
-                raise self.fail(
-                    v, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})"
-                )
-        for k in sorted(required - set(node.value)):
-            raise self.fail(node, f"{key}.{k}", "required key is missing")
-        return node.value
-
-    def table(self, node: _Node, key: str) -> dict[str, _Node]:
-        if not isinstance(node.value, dict):
-            raise self.fail(node, key, f"expected a mapping of ids, got {_kind(node.value)}")
-        for k, v in node.value.items():
-            if not isinstance(k, str) or not _ID.match(k):
-                raise self.fail(v, f"{key}.{k}", "ids use letters, digits, '.', '_', '-' and '/'")
-        return node.value
-
-    def scalar(
-        self,
-        node: _Node,
-        key: str,
-        kind: type | tuple[type, ...],
-        check: Callable[[Any], bool] | None = None,
-        what: str = "",
-    ) -> Any:
-        value = node.value
-        ok = isinstance(value, kind) and not (
-            isinstance(value, bool) and kind in (int, float, (int, float))
-        )
-        if not ok or (check is not None and not check(value)):
-            want = what or (
-                kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            )
-            raise self.fail(node, key, f"expected {want}, got {yamlread.show(value)}")
-        return value
-
-    def opt(self, m: dict[str, _Node], name: str, key: str, kind, default=None, **kw) -> Any:
-        node = m.get(name)
-        if node is None or node.value is None:
-            return default
-        return self.scalar(node, f"{key}.{name}", kind, **kw)
-
-    def req(self, m: dict[str, _Node], name: str, key: str, kind, **kw) -> Any:
-        return self.scalar(m[name], f"{key}.{name}", kind, **kw)
-
-    def str_list(self, node: _Node | None, key: str) -> tuple[str, ...]:
-        if node is None or node.value is None:
-            return ()
-        if not isinstance(node.value, list):
-            raise self.fail(node, key, f"expected a list, got {_kind(node.value)}")
-        return tuple(self.scalar(v, f"{key}[{i}]", str) for i, v in enumerate(node.value))
-
-    def id_list(
-        self, node: _Node, key: str, table: Mapping[str, Any], what: str
-    ) -> tuple[str, ...]:
-        """A list of ids, each of which must name an entry of table."""
-        ids = self.str_list(node, key)
-        for i, name in enumerate(ids):
-            if name not in table:
-                raise self.fail(node.value[i], f"{key}[{i}]", f"unknown {what} {name!r}")
-        return ids
-
-    def int_list(self, node: _Node, key: str) -> tuple[int, ...]:
-        if not isinstance(node.value, list) or not node.value:
-            raise self.fail(node, key, "expected a non-empty list of integers")
-        return tuple(
-            self.scalar(v, f"{key}[{i}]", int, lambda x: x >= 0, "a non-negative integer")
-            for i, v in enumerate(node.value)
-        )
-
-    def plain(self, node: _Node) -> Any:
-        if isinstance(node.value, dict):
-            return MappingProxyType({k: self.plain(v) for k, v in node.value.items()})
-        if isinstance(node.value, list):
-            return tuple(self.plain(v) for v in node.value)
-        return node.value
-
-
-def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(
-        type(value), type(value).__name__
-    )
-
-
-_POSITIVE = dict(check=lambda x: x > 0, what="a positive integer")
-_NON_NEGATIVE = dict(check=lambda x: x >= 0, what="a non-negative integer")
-
 
 def load(path: str | Path) -> Matrix:
     """Read and validate a matrix file; raise MatrixError on the first problem."""
@@ -201,9 +84,9 @@ def load(path: str | Path) -> Matrix:
 
 def parse(text: str, path: Path) -> Matrix:
     file = str(path)
-    r = _Reader(file)
+    r = Reader(file)
     root = r.mapping(
-        _compose(text, file),
+        compose(text, file),
         "<root>",
         {
             "version",
@@ -312,20 +195,20 @@ def parse(text: str, path: Path) -> Matrix:
                 {"n_heads", "head_dim", "topk"},
             )
             indexer = Indexer(
-                r.req(im, "n_heads", ik, int, **_POSITIVE),
-                r.req(im, "head_dim", ik, int, **_POSITIVE),
-                r.req(im, "topk", ik, int, **_POSITIVE),
-                r.opt(im, "kpool", ik, int, **_POSITIVE),
+                r.req(im, "n_heads", ik, int, **POSITIVE),
+                r.req(im, "head_dim", ik, int, **POSITIVE),
+                r.req(im, "topk", ik, int, **POSITIVE),
+                r.opt(im, "kpool", ik, int, **POSITIVE),
             )
         dims = {
-            k: r.req(m, k, key, int, **(_NON_NEGATIVE if k == "qk_rope_head_dim" else _POSITIVE))
+            k: r.req(m, k, key, int, **(NON_NEGATIVE if k == "qk_rope_head_dim" else POSITIVE))
             for k in ints
         }
         _check_geometry(r, m, key, dims)
         geometries[gid] = Geometry(
             gid,
             **dims,
-            q_lora_rank=r.opt(m, "q_lora_rank", key, int, **_POSITIVE),
+            q_lora_rank=r.opt(m, "q_lora_rank", key, int, **POSITIVE),
             source=r.req(m, "source", key, str),
             indexer=indexer,
         )
@@ -557,7 +440,7 @@ def parse(text: str, path: Path) -> Matrix:
             {*pints, *lists, "dtype", "timeout_s", "sample_min_s"},
             {*pints, *lists, "dtype", "timeout_s"},
         )
-        vals = {k: r.req(m, k, key, int, **_POSITIVE) for k in pints}
+        vals = {k: r.req(m, k, key, int, **POSITIVE) for k in pints}
         if vals["samples"] % 2 == 0:
             raise r.fail(
                 m["samples"],
@@ -666,7 +549,7 @@ def parse(text: str, path: Path) -> Matrix:
     )
 
 
-def _plan_check(r: _Reader, gnode, sid: str, check, gates, modules, geometries, profiles) -> None:
+def _plan_check(r: Reader, gnode, sid: str, check, gates, modules, geometries, profiles) -> None:
     """A sparse suite's grid checked against every sparse geometry and profile before anything
     runs."""
     for module in modules.values():
@@ -685,7 +568,7 @@ def _plan_check(r: _Reader, gnode, sid: str, check, gates, modules, geometries, 
 
 
 def _expectations(
-    r: _Reader, node: _Node | None, suites, modules, arms, geometries, checkpoints
+    r: Reader, node: Node | None, suites, modules, arms, geometries, checkpoints
 ) -> tuple[Expectation, ...]:
     """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?,
     backend?}]`."""
@@ -741,7 +624,7 @@ def _expectations(
     return tuple(out)
 
 
-def _equivalent_mutants(r: _Reader, node: _Node | None, arms: dict) -> tuple[EquivalentMutant, ...]:
+def _equivalent_mutants(r: Reader, node: Node | None, arms: dict) -> tuple[EquivalentMutant, ...]:
     """`mutants: {equivalent: [{arm, mutant, reason}]}`; mutant is an id or a glob over ids."""
     if node is None or node.value is None:
         return ()
@@ -801,7 +684,7 @@ _MAX_TIMEOUT_S = 86400
 _GEOMETRY_MAX = 1 << 20
 
 
-def _check_geometry(r: _Reader, m: dict[str, _Node], key: str, dims: dict[str, int]) -> None:
+def _check_geometry(r: Reader, m: dict[str, Node], key: str, dims: dict[str, int]) -> None:
     for name, value in dims.items():
         if value > _GEOMETRY_MAX:
             raise r.fail(m[name], f"{key}.{name}", f"at most {_GEOMETRY_MAX}, got {value}")
@@ -821,7 +704,7 @@ def _check_geometry(r: _Reader, m: dict[str, _Node], key: str, dims: dict[str, i
         )
 
 
-def _check_profile(r: _Reader, m: dict[str, _Node], key: str) -> None:
+def _check_profile(r: Reader, m: dict[str, Node], key: str) -> None:
     for name, most in _PROFILE_MAX.items():
         if m[name].value > most:
             raise r.fail(m[name], f"{key}.{name}", f"at most {most}, got {m[name].value}")
