@@ -6,8 +6,6 @@ Every error is a MatrixError whose str() is one line naming the file, the line a
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -38,7 +36,14 @@ from mlagate.matrix.model import (
     Suite,
 )
 from mlagate.matrix.paths import bundled, default_path
-from mlagate.matrix.reader import NON_NEGATIVE, POSITIVE, Node, Reader, compose
+from mlagate.matrix.reader import POSITIVE, Node, Reader, compose
+from mlagate.matrix.targets import (
+    read_arms,
+    read_checkpoints,
+    read_geometries,
+    read_modules,
+    read_runtimes,
+)
 
 __all__ = [  # the public face: every name importable from mlagate.matrix
     "BACKENDS",
@@ -113,235 +118,11 @@ def parse(text: str, path: Path) -> Matrix:
         )
     base = path.resolve().parent
 
-    runtimes = {}
-    for rid, node in r.table(root["runtimes"], "runtimes").items():
-        key = f"runtimes.{rid}"
-        m = r.mapping(node, key, {"package", "distribution"}, {"package", "distribution"})
-        runtimes[rid] = Runtime(
-            rid, r.req(m, "package", key, str), r.req(m, "distribution", key, str)
-        )
-
-    arms = {}
-    for aid, node in r.table(root["arms"], "arms").items():
-        key = f"arms.{aid}"
-        m = r.mapping(
-            node,
-            key,
-            {"runtime", "pypi", "git", "ref", "path", "patches", "needs", "role", "baseline"},
-            {"runtime", "role"},
-        )
-        runtime = r.req(m, "runtime", key, str)
-        if runtime not in runtimes:
-            raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
-        sources = [s for s in ("pypi", "git", "path") if s in m]
-        if len(sources) != 1:
-            raise r.fail(node, key, "give exactly one of pypi, git or path")
-        kind = sources[0]
-        spec = r.req(m, kind, key, str)
-        ref = r.opt(m, "ref", key, str)
-        if kind == "git" and not ref:
-            raise r.fail(node, f"{key}.ref", "a git arm needs a ref")
-        if kind != "git" and ref:
-            raise r.fail(m["ref"], f"{key}.ref", "ref is only for git arms")
-        if kind == "path":
-            spec = str((base / spec).resolve())
-            if not Path(spec).exists():
-                raise r.fail(m["path"], f"{key}.path", f"no such directory: {spec}")
-        patches = []
-        for i, p in enumerate(r.str_list(m.get("patches"), f"{key}.patches")):
-            pp = (base / p).resolve()
-            if not pp.is_file():
-                raise r.fail(
-                    m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}"
-                )
-            patches.append(pp)
-        role = r.req(m, "role", key, str, check=lambda x: x in ROLES, what=" or ".join(ROLES))
-        arms[aid] = Arm(
-            aid,
-            runtime,
-            ArmSource(kind, spec, ref),
-            role,
-            tuple(patches),
-            r.str_list(m.get("needs"), f"{key}.needs"),
-            r.opt(m, "baseline", key, str),
-        )
-    for arm in arms.values():
-        if arm.baseline is not None and arm.baseline not in arms:
-            raise r.fail(
-                root["arms"].value[arm.id].value["baseline"],
-                f"arms.{arm.id}.baseline",
-                f"unknown arm {arm.baseline!r}",
-            )
-
-    geometries = {}
-    for gid, node in r.table(root["geometries"], "geometries").items():
-        key = f"geometries.{gid}"
-        ints = [
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "v_head_dim",
-            "qk_rope_head_dim",
-            "num_attention_heads",
-            "hidden_size",
-        ]
-        m = r.mapping(node, key, {*ints, "q_lora_rank", "source", "indexer"}, {*ints, "source"})
-        indexer = None
-        if "indexer" in m and m["indexer"].value is not None:
-            ik = f"{key}.indexer"
-            im = r.mapping(
-                m["indexer"],
-                ik,
-                {"n_heads", "head_dim", "topk", "kpool"},
-                {"n_heads", "head_dim", "topk"},
-            )
-            indexer = Indexer(
-                r.req(im, "n_heads", ik, int, **POSITIVE),
-                r.req(im, "head_dim", ik, int, **POSITIVE),
-                r.req(im, "topk", ik, int, **POSITIVE),
-                r.opt(im, "kpool", ik, int, **POSITIVE),
-            )
-        dims = {
-            k: r.req(m, k, key, int, **(NON_NEGATIVE if k == "qk_rope_head_dim" else POSITIVE))
-            for k in ints
-        }
-        _check_geometry(r, m, key, dims)
-        geometries[gid] = Geometry(
-            gid,
-            **dims,
-            q_lora_rank=r.opt(m, "q_lora_rank", key, int, **POSITIVE),
-            source=r.req(m, "source", key, str),
-            indexer=indexer,
-        )
-
-    modules = {}
-    for mid, node in r.table(root["modules"], "modules").items():
-        key = f"modules.{mid}"
-        m = r.mapping(
-            node,
-            key,
-            {
-                "runtime",
-                "import",
-                "attention",
-                "model",
-                "args",
-                "config",
-                "geometries",
-                "geometry_keys",
-                "arms",
-                "sparse",
-                "overrides",
-                "notes",
-                "deep",
-            },
-            {"runtime", "import", "attention", "model", "args", "geometries"},
-        )
-        runtime = r.req(m, "runtime", key, str)
-        if runtime not in runtimes:
-            raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
-        import_path = r.req(
-            m,
-            "import",
-            key,
-            str,
-            check=lambda x: re.fullmatch(r"[A-Za-z_][\w.]*", x) is not None,
-            what="a dotted import path",
-        )
-        if import_path.split(".")[0] != runtimes[runtime].package:
-            raise r.fail(
-                m["import"],
-                f"{key}.import",
-                f"{import_path} is not inside package {runtimes[runtime].package}",
-            )
-        geos = r.id_list(m["geometries"], f"{key}.geometries", geometries, "geometry")
-        if not geos:
-            raise r.fail(m["geometries"], f"{key}.geometries", "name at least one geometry")
-        module_arms = None
-        if "arms" in m:
-            module_arms = r.id_list(m["arms"], f"{key}.arms", arms, "arm")
-            for i, a in enumerate(module_arms):
-                if arms[a].runtime != runtime:
-                    raise r.fail(
-                        m["arms"].value[i],
-                        f"{key}.arms[{i}]",
-                        f"arm {a!r} is of runtime {arms[a].runtime}, not {runtime}",
-                    )
-        config = (
-            r.plain(m["config"])
-            if "config" in m and m["config"].value is not None
-            else MappingProxyType({})
-        )
-        if not isinstance(config, Mapping):
-            raise r.fail(m["config"], f"{key}.config", "expected a mapping")
-        gkeys = r.plain(m["geometry_keys"]) if "geometry_keys" in m else MappingProxyType({})
-        deep = MappingProxyType({})
-        if "deep" in m and m["deep"].value is not None:
-            if not isinstance(m["deep"].value, dict):
-                raise r.fail(m["deep"], f"{key}.deep", "expected a mapping of config keys")
-            deep = r.plain(m["deep"])
-        overrides = {}
-        if "overrides" in m and m["overrides"].value:
-            for arm_id, onode in r.table(m["overrides"], f"{key}.overrides").items():
-                ok = f"{key}.overrides.{arm_id}"
-                if arm_id not in arms:
-                    raise r.fail(onode, ok, f"unknown arm {arm_id!r}")
-                om = r.mapping(onode, ok, {"attention", "config"}, set())
-                entry = {}
-                if "attention" in om:
-                    entry["attention"] = r.req(om, "attention", ok, str)
-                if "config" in om:
-                    if not isinstance(om["config"].value, dict):
-                        raise r.fail(om["config"], f"{ok}.config", "expected a mapping")
-                    entry["config"] = r.plain(om["config"])
-                overrides[arm_id] = MappingProxyType(entry)
-        modules[mid] = Module(
-            mid,
-            runtime,
-            import_path,
-            r.req(m, "attention", key, str),
-            r.req(m, "model", key, str),
-            r.req(m, "args", key, str),
-            config,
-            geos,
-            gkeys,
-            module_arms,
-            bool(r.opt(m, "sparse", key, bool, default=False)),
-            MappingProxyType(overrides),
-            r.opt(m, "notes", key, str, default=""),
-            deep,
-        )
-
-    checkpoints = {}
-    if "checkpoints" in root and root["checkpoints"].value:
-        for cid, node in r.table(root["checkpoints"], "checkpoints").items():
-            key = f"checkpoints.{cid}"
-            m = r.mapping(
-                node,
-                key,
-                {"module", "geometry", "size_gb", "runners"},
-                {"module", "geometry", "size_gb"},
-            )
-            mod = r.req(m, "module", key, str)
-            if mod not in modules:
-                raise r.fail(m["module"], f"{key}.module", f"unknown module {mod!r}")
-            geo = r.req(m, "geometry", key, str)
-            if geo not in geometries:
-                raise r.fail(m["geometry"], f"{key}.geometry", f"unknown geometry {geo!r}")
-            held = {}
-            if "runners" in m and m["runners"].value:
-                for label, pnode in r.table(m["runners"], f"{key}.runners").items():
-                    held[label] = r.scalar(pnode, f"{key}.runners.{label}", str)
-            size = float(
-                r.req(
-                    m,
-                    "size_gb",
-                    key,
-                    (int, float),
-                    check=lambda x: x >= 0,
-                    what="a number of GB, not negative",
-                )
-            )
-            checkpoints[cid] = Checkpoint(cid, mod, geo, size, MappingProxyType(held))
+    runtimes = read_runtimes(r, root["runtimes"])
+    arms = read_arms(r, root["arms"], runtimes, base)
+    geometries = read_geometries(r, root["geometries"])
+    modules = read_modules(r, root["modules"], runtimes, arms, geometries)
+    checkpoints = read_checkpoints(r, root.get("checkpoints"), modules, geometries)
 
     suites, gate_nodes = {}, {}
     for sid, node in r.table(root["suites"], "suites").items():
@@ -681,27 +462,6 @@ _PROFILE_LIST_MAX = {
     "crossover_widths": 1 << 16,
 }
 _MAX_TIMEOUT_S = 86400
-_GEOMETRY_MAX = 1 << 20
-
-
-def _check_geometry(r: Reader, m: dict[str, Node], key: str, dims: dict[str, int]) -> None:
-    for name, value in dims.items():
-        if value > _GEOMETRY_MAX:
-            raise r.fail(m[name], f"{key}.{name}", f"at most {_GEOMETRY_MAX}, got {value}")
-    if dims["num_attention_heads"] < 2:
-        raise r.fail(
-            m["num_attention_heads"],
-            f"{key}.num_attention_heads",
-            "at least 2 heads (the path probes tell the latent from the heads by that axis)",
-        )
-    rank, d = dims["kv_lora_rank"], dims["qk_nope_head_dim"] + dims["v_head_dim"]
-    if 2 * rank <= d:
-        raise r.fail(
-            m["kv_lora_rank"],
-            f"{key}.kv_lora_rank",
-            f"2 * kv_lora_rank ({2 * rank}) must exceed qk_nope_head_dim + v_head_dim ({d}): "
-            "otherwise the absorbed path wins at every width and there is no crossover to test",
-        )
 
 
 def _check_profile(r: Reader, m: dict[str, Node], key: str) -> None:
