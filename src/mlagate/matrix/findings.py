@@ -1,0 +1,152 @@
+"""The sections of matrix.yaml that record findings: the allowlist of intentional single-query
+guards, the expected verdicts of known findings and the mutants argued equivalent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mlagate.matrix.model import (
+    BACKENDS,
+    Allow,
+    Arm,
+    Checkpoint,
+    EquivalentMutant,
+    Expectation,
+    Geometry,
+    Module,
+    Suite,
+)
+from mlagate.matrix.reader import Node, Reader
+
+
+def read_allowlist(r: Reader, node: Node | None) -> tuple[Allow, ...]:
+    """`allowlist: [{module, guard, reason, gates?}]`: single-query guards that are intentional
+    (not MLA dispatch defects)."""
+    if node is None or not node.value:
+        return ()
+    if not isinstance(node.value, list):
+        raise r.fail(node, "allowlist", "expected a list")
+    allowlist = []
+    for i, item in enumerate(node.value):
+        key = f"allowlist[{i}]"
+        m = r.mapping(
+            item, key, {"module", "guard", "reason", "gates"}, {"module", "guard", "reason"}
+        )
+        allowlist.append(
+            Allow(
+                r.req(m, "module", key, str),
+                r.req(m, "guard", key, str),
+                r.req(m, "reason", key, str),
+                r.opt(
+                    m,
+                    "gates",
+                    key,
+                    str,
+                    default="other",
+                    check=lambda x: x in ("absorbed", "pooling", "other"),
+                    what="absorbed, pooling or other",
+                ),
+            )
+        )
+    return tuple(allowlist)
+
+
+def read_expectations(
+    r: Reader,
+    node: Node | None,
+    suites: Mapping[str, Suite],
+    modules: Mapping[str, Module],
+    arms: Mapping[str, Arm],
+    geometries: Mapping[str, Geometry],
+    checkpoints: Mapping[str, Checkpoint],
+) -> tuple[Expectation, ...]:
+    """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?,
+    backend?}]`."""
+    if node is None or node.value is None:
+        return ()
+    if not isinstance(node.value, list):
+        raise r.fail(node, "expectations", "expected a list")
+    out = []
+    for i, item in enumerate(node.value):
+        key = f"expectations[{i}]"
+        m = r.mapping(
+            item,
+            key,
+            {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link"},
+            {"suite", "module", "arm", "verdict", "reason"},
+        )
+        for name, table in (("suite", suites), ("module", modules), ("arm", arms)):
+            if r.req(m, name, key, str) not in table:
+                raise r.fail(m[name], f"{key}.{name}", f"unknown {name} {m[name].value!r}")
+        geometry = r.opt(m, "geometry", key, str)
+        if geometry is not None and geometry not in geometries and geometry not in checkpoints:
+            raise r.fail(
+                m["geometry"], f"{key}.geometry", f"unknown geometry or checkpoint {geometry!r}"
+            )
+        exp = Expectation(
+            m["suite"].value,
+            m["module"].value,
+            m["arm"].value,
+            r.req(
+                m,
+                "verdict",
+                key,
+                str,
+                check=lambda x: x in ("pass", "fail", "skip"),
+                what="pass, fail or skip",
+            ),
+            r.req(m, "reason", key, str, check=lambda x: bool(x.strip()), what="a reason"),
+            r.opt(m, "link", key, str, default=""),
+            geometry,
+            r.opt(
+                m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
+            ),
+        )
+        if any(
+            (e.suite, e.module, e.arm, e.geometry, e.backend)
+            == (exp.suite, exp.module, exp.arm, exp.geometry, exp.backend)
+            for e in out
+        ):
+            raise r.fail(
+                item, key, "duplicate expectation (same suite, module, arm, geometry and backend)"
+            )
+        out.append(exp)
+    return tuple(out)
+
+
+def read_equivalent_mutants(
+    r: Reader, node: Node | None, arms: Mapping[str, Arm]
+) -> tuple[EquivalentMutant, ...]:
+    """`mutants: {equivalent: [{arm, mutant, reason}]}`; mutant is an id or a glob over ids."""
+    if node is None or node.value is None:
+        return ()
+    m = r.mapping(node, "mutants", {"equivalent"}, set())
+    if "equivalent" not in m or m["equivalent"].value is None:
+        return ()
+    if not isinstance(m["equivalent"].value, list):
+        raise r.fail(m["equivalent"], "mutants.equivalent", "expected a list")
+    found = []
+    for i, item in enumerate(m["equivalent"].value):
+        key = f"mutants.equivalent[{i}]"
+        e = r.mapping(item, key, {"arm", "mutant", "reason"}, {"arm", "mutant", "reason"})
+        arm = r.req(e, "arm", key, str)
+        if arm not in arms:
+            raise r.fail(e["arm"], f"{key}.arm", f"unknown arm {arm!r}")
+        reason = r.req(
+            e, "reason", key, str, check=lambda x: bool(x.strip()), what="a non-empty reason"
+        )
+        found.append(
+            EquivalentMutant(
+                arm,
+                r.req(
+                    e,
+                    "mutant",
+                    key,
+                    str,
+                    check=lambda x: bool(x.strip()),
+                    what="a mutant id or glob",
+                ),
+                reason,
+            )
+        )
+    return tuple(found)
