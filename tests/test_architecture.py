@@ -54,6 +54,11 @@ def _sizes(*paths) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+def test_every_module_and_function_is_within_the_size_limits():
+    proc = _sizes(*CODE)
+    assert proc.returncode == 0, proc.stdout
+
+
 def test_the_size_limits_catch_a_long_function_and_a_long_module(tmp_path):
     body = "\n".join(f"    x{i} = {i}" for i in range(80))
     (tmp_path / "long_function.py").write_text(f"def f():\n{body}\n")

@@ -256,3 +256,16 @@ def test_the_validated_matrix_travels_as_json_unchanged(path):
 
     m = matrix.load(path)
     assert matrix.from_json(json.loads(json.dumps(matrix.to_json(m)))) == m
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [("[1]", "a list"), ("{a: 1}", "a mapping"), ("'x'", "'x'")]
+)
+def test_a_gate_of_the_wrong_shape_is_named_never_shown_as_an_internal_object(value, shown):
+    shipped = SHIPPED.read_text()
+    line = "      samples_at_formula: 15"
+    assert line in shipped
+    bad = shipped.replace(line, f"      samples_at_formula: {value}", 1)
+    with pytest.raises(MatrixError) as err:
+        matrix.parse(bad, SHIPPED)
+    assert str(err.value).endswith(f"got {shown}") and "object at 0x" not in str(err.value)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from mlagate.yamlread import show
+
 MIN_DECIDING_SAMPLES = 9  # an interval that decides a verdict comes from at least this many samples
 
 
@@ -63,7 +65,7 @@ class Number:
         ok = ok and (self.low is None or (v > self.low if self.above else v >= self.low))
         ok = ok and (self.high is None or v <= self.high) and (not self.odd or v % 2 == 1)
         if not ok:
-            raise ctx.fail(node, key, f"expected {self.describe()}, got {v!r}")
+            raise ctx.fail(node, key, f"expected {self.describe()}, got {show(v)}")
         return v
 
 
@@ -87,7 +89,7 @@ class Choice:
     def read(self, node, key: str, ctx: Check) -> Any:
         if node.value not in self.options:
             raise ctx.fail(
-                node, key, f"expected one of {', '.join(self.options)}, got {node.value!r}"
+                node, key, f"expected one of {', '.join(self.options)}, got {show(node.value)}"
             )
         return node.value
 
@@ -120,7 +122,7 @@ class Text:
                 node,
                 key,
                 f"expected a string{f' matching {self.pattern}' if self.pattern else ''}, got "
-                f"{v!r}",
+                f"{show(v)}",
             )
         return v
 
