@@ -173,15 +173,16 @@ def test_an_xdist_worker_crash_makes_the_case_invalid_with_logs_and_replay(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     deadline = time.monotonic() + 120
-    while not list(out.glob("logs/worker-*.log")) and time.monotonic() < deadline:
+    busy: list[int] = []
+    while not busy and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(1.5)  # a case is in flight on each worker
-    pytest_main = [p for p in _children_of(proc.pid) if _ppid(p) == proc.pid]
-    xdist = [
-        p for p in _children_of(proc.pid) if _ppid(p) in pytest_main
-    ]  # arm workers are a level below
-    assert xdist, "found the xdist workers"
-    os.kill(xdist[0], signal.SIGKILL)
+        started = _children_of(proc.pid)
+        pytest_main = [p for p in started if _ppid(p) == proc.pid]
+        xdist = [p for p in started if _ppid(p) in pytest_main]
+        busy = [x for x in xdist if any(_ppid(p) == x for p in started)]  # an arm worker below
+    assert busy, "found the xdist worker running a case (its arm worker a level below)"
+    time.sleep(1.5)  # the case is in flight (each step of the slowed module sleeps 1 s)
+    os.kill(busy[0], signal.SIGKILL)
     stdout, _ = proc.communicate(timeout=300)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     crashed = [r for r in rows if "crashed running this case" in r["reason"]]
