@@ -67,3 +67,21 @@ def test_one_run_parses_the_matrix_and_expands_the_cases_once(tmp_path):
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     results = list((tmp_path / "out" / "results").glob("*.json"))
     assert plan["schema"] == "mlagate.run-plan/1" and len(results) == len(plan["cases"]) > 0
+
+
+def test_a_damaged_run_plan_is_one_line_naming_the_file_and_key(tmp_path):
+    import pytest
+
+    from mlagate import runplan
+
+    plan = tmp_path / "plan.json"
+    for doc, where in (
+        ({"schema": "mlagate.run-plan/1"}, "missing key 'matrix'"),
+        ({"schema": "mlagate.plan/1"}, "schema is 'mlagate.plan/1', expected mlagate.run-plan/1"),
+    ):
+        plan.write_text(json.dumps(doc))
+        with pytest.raises(runplan.RunPlanError, match=f"{plan}: .*{where}"):
+            runplan.read(plan)
+    plan.write_text("{")
+    with pytest.raises(runplan.RunPlanError, match="not valid JSON"):
+        runplan.read(plan)

@@ -1,5 +1,5 @@
-"""The one reader of mlagate's JSON documents: results, merged results, manifests, plans, cost
-tables, history figures and arm content manifests.
+"""The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
+run plans, cost tables, history figures, arm content manifests and kill matrices.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against
 deep nesting and huge numbers, and validated against its JSON Schema (src/mlagate/schemas/,
@@ -28,6 +28,8 @@ KINDS = {
     "costs": "mlagate.costs/1",
     "figures": "mlagate.figures/1",
     "arm-content": "mlagate.arm-content/1",
+    "run-plan": "mlagate.run-plan/1",
+    "kill-matrix": "mlagate.mutate/1",
 }
 
 

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlagate import documents
 from mlagate import matrix as matrix_mod
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Matrix
@@ -62,9 +63,10 @@ def write(out: Path, plan: RunPlan) -> Path:
 
 def read(path: Path) -> RunPlan:
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        if doc.get("schema") != SCHEMA:
-            raise RunPlanError(f"{path}: schema is {doc.get('schema')!r}, expected {SCHEMA}")
+        doc = documents.load(Path(path), "run-plan")
+    except documents.DocumentError as exc:
+        raise RunPlanError(str(exc)) from None
+    try:
         m = matrix_mod.from_json(doc["matrix"])
         cases = tuple(Case(**{k: v for k, v in c.items() if k != "id"}) for c in doc["cases"])
         installs = {
@@ -76,8 +78,6 @@ def read(path: Path) -> RunPlan:
         return RunPlan(
             m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs
         )
-    except RunPlanError:
-        raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RunPlanError(
             f"{path}: not a readable run plan ({type(exc).__name__}: {exc})"

@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
+
+from mlagate import documents
 
 SCHEMA = "mlagate.mutate/1"
 STATUSES = ("killed", "survived", "only invalid", "no control", "equivalent")
@@ -23,21 +24,11 @@ class KillMatrixError(ValueError):
 
 
 def load(path: Path) -> KillMatrix:
-    path = Path(path)
+    """A kill matrix, read and validated by mlagate.documents (schema kill-matrix.json)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise KillMatrixError(f"{path}: not a readable kill matrix ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else None
-        raise KillMatrixError(f"{path}: schema is {got!r}, expected {SCHEMA}")
-    if not isinstance(doc.get("mutants"), list) or any(
-        not isinstance(m, dict) or m.get("status") not in STATUSES for m in doc["mutants"]
-    ):
-        raise KillMatrixError(
-            f"{path}: mutants: expected a list of mutants with a status among {', '.join(STATUSES)}"
-        )
-    return doc
+        return documents.load(Path(path), "kill-matrix")
+    except documents.DocumentError as exc:
+        raise KillMatrixError(str(exc)) from None
 
 
 def cell(rows: list[dict]) -> str:
