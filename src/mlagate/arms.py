@@ -86,6 +86,22 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
+def apply_patch(site: Path, patch: Path, ceiling: Path) -> str | None:
+    """`git apply -p1` of one patch inside an arm's site/ (git never looks above ceiling); the
+    first line of git's complaint when it does not apply, else None."""
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(ceiling)}
+    proc = subprocess.run(
+        ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if proc.returncode == 0:
+        return None
+    return next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
+
+
 def _pip(arm: str, args: list[str], what: str) -> None:
     cmd = [
         sys.executable,
@@ -216,17 +232,9 @@ def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
     if not (site / runtime.package).is_dir():
         raise ArmError(arm.id, f"the install holds no package {runtime.package}")
     for patch in arm.patches:
-        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(staging.parent)}
-        proc = subprocess.run(
-            ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
-            cwd=site,
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        if proc.returncode != 0:
-            first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
-            raise ArmError(arm.id, f"patch {patch.name} does not apply: {first}")
+        problem = apply_patch(site, patch, staging.parent)
+        if problem:
+            raise ArmError(arm.id, f"patch {patch.name} does not apply: {problem}")
     manifest = {
         "arm": arm.id,
         "runtime": runtime.id,

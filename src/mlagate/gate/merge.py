@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import documents, results
-from mlagate.gate.shard import MANIFEST, MANIFEST_SCHEMA, PLAN_SCHEMA
+from mlagate.gate.shard import MANIFEST
 
 
 class MergeError(ValueError):
@@ -60,16 +60,11 @@ _KEYS = {
 }
 
 
-def _read(path: Path, schema: str, what: str) -> dict:
+def _read(path: Path, what: str) -> dict:
     try:
         data = documents.load(path, what)
     except documents.DocumentError as exc:
         raise MergeError(str(exc)) from None
-    if not isinstance(data, dict) or data.get("schema") != schema:
-        raise MergeError(
-            f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, "
-            f"expected {schema}"
-        )
     items = [(what, data)] + (
         [(f"jobs[{i}]", j) for i, j in enumerate(data["jobs"])]
         if what == "plan" and isinstance(data.get("jobs"), list)
@@ -96,7 +91,7 @@ def _shard_ok(text: str) -> bool:
 
 def _manifest(d: Path) -> dict | None:
     path = d / MANIFEST
-    return _read(path, MANIFEST_SCHEMA, "manifest") if path.is_file() else None
+    return _read(path, "manifest") if path.is_file() else None
 
 
 def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome:
@@ -161,7 +156,7 @@ def _expected(
     (runner, "i/N") shards that hold cases (None without a plan)."""
     if plan is None:
         return [f"{m['runner']}::{cid}" for m in manifests for cid in m["cases"]], None
-    jobs = _read(plan, PLAN_SCHEMA, "plan")["jobs"]
+    jobs = _read(plan, "plan")["jobs"]
     expected = [f"{job['runner']}::{cid}" for job in jobs for cid in job["case_ids"]]
     planned_shards = {(job["runner"], job["shard"]) for job in jobs if job["case_ids"]}
     return expected, planned_shards

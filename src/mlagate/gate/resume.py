@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import results
+from mlagate import documents, results
 from mlagate.gate import shard
 from mlagate.matrix import Matrix
 from mlagate.plan import Case
@@ -32,20 +32,16 @@ class Target:
 
 
 def manifest(out: Path) -> dict:
+    """The manifest of the run in OUT (mlagate.documents; it names the cases it planned)."""
     path = Path(out) / shard.MANIFEST
+    if not path.is_file():
+        raise ResumeError(f"{path}: no run to resume here (no manifest)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ResumeError(
-            f"{path}: no run to resume here ({exc.__class__.__name__}: {exc})"
-        ) from None
-    if not isinstance(data, dict) or data.get("schema") != shard.MANIFEST_SCHEMA:
-        raise ResumeError(f"{path}: schema is not {shard.MANIFEST_SCHEMA}")
-    for key in ("cases", "profile", "backend", "runner"):
-        if key not in data:
-            raise ResumeError(f"{path}: no {key!r}")
-    if not isinstance(data["cases"], list) or not all(isinstance(c, str) for c in data["cases"]):
-        raise ResumeError(f"{path}: cases: expected a list of case ids")
+        data = documents.load(path, "manifest")
+    except documents.DocumentError as exc:
+        raise ResumeError(str(exc)) from None
+    if "backend" not in data:
+        raise ResumeError(f"{path}: no 'backend'")
     return data
 
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -68,17 +67,9 @@ def _build(
         target.unlink()
         shutil.copy2(parent.site / rel, target)
     patch = arm.patches[-1]
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(staging.parent)}
-    proc = subprocess.run(
-        ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
-        cwd=site,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if proc.returncode != 0:
-        first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
-        raise arms_mod.ArmError(arm.id, f"mutant patch {patch.name} does not apply: {first}")
+    problem = arms_mod.apply_patch(site, patch, staging.parent)
+    if problem:
+        raise arms_mod.ArmError(arm.id, f"mutant patch {patch.name} does not apply: {problem}")
     manifest = json.loads((parent.dir / "arm.json").read_text(encoding="utf-8"))
     manifest.update(
         {

@@ -111,11 +111,6 @@ def load_merged(path: Path) -> dict:
         data = documents.load(path, "merged")
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
-    if not isinstance(data, dict) or data.get("schema") != MERGED_SCHEMA:
-        raise ReportError(
-            f"{path}: schema is {data.get('schema') if isinstance(data, dict) else None!r}, "
-            f"expected {MERGED_SCHEMA}"
-        )
     for i, r in enumerate(data.get("results", [])):
         _check(r, f"{path}: result {i}")
     return data
