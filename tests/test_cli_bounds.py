@@ -108,3 +108,20 @@ def test_scan_reports_unreadable_files_in_a_folder_and_never_crashes(tmp_path):
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stderr[-2000:]
     for name in ("deep.py", "unary.py", "dangling.py", "loop.py"):
         assert f"{name}:1:1: MLA006 not parsed" in proc.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`mlagate plan --format json | head -1`: the closed pipe ends the command quietly (exit
+    141, as a shell reports SIGPIPE), never a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlagate", "plan", "--matrix", str(FAKE_MATRIX), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away while mlagate still writes
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()[-2000:]

@@ -3,6 +3,8 @@ input (one line, no traceback), 3 when a run is refused."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 from mlagate import __version__, packs, results
@@ -79,3 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`mlagate plan | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
