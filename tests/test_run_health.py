@@ -95,3 +95,21 @@ def test_a_run_records_machine_facts_at_its_start_and_end(
     assert any(
         f.get("cpu_model") == facts["cpu_model"] and f.get("cores") == facts["cores"] for f in fp
     )
+
+
+def test_auto_workers_stop_at_the_runners_workers(fake_matrix, fake_cache, tmp_path, run_cli):
+    """`-n auto` is one worker per CPU, at most the runner's `workers` (a GPU whose memory holds
+    fewer workers than its machine has CPUs); `-n N` is taken as given."""
+    text = fake_matrix.read_text()
+    runner = "  linux-cpu:  # CPU\n    backend: cpu  # backend\n"
+    assert runner in text
+    fake_matrix.write_text(text.replace(runner, runner + "    workers: 1\n", 1))
+    args = ("run", "--matrix", fake_matrix, "--suite", "probes", "--module", "fake/good")
+    auto = run_cli(*args, "-n", "auto", "--out", tmp_path / "a", cache=fake_cache)
+    assert auto.returncode == 0 and "correctness on 1 worker)" in auto.stdout + auto.stderr
+    two = run_cli(*args, "-n", "2", "--out", tmp_path / "b", cache=fake_cache)
+    assert two.returncode == 0 and "correctness on 2 workers)" in two.stdout + two.stderr
+    fake_matrix.write_text(text.replace(runner, runner + "    workers: 0\n", 1))
+    bad = run_cli(*args, "-n", "auto", "--out", tmp_path / "c", cache=fake_cache)
+    assert bad.returncode == 2 and "runners.linux-cpu.workers" in bad.stderr
+    assert "an integer 1 to 1024" in bad.stderr and "Traceback" not in bad.stderr

@@ -68,9 +68,12 @@ def selection(p: argparse.ArgumentParser) -> None:
     )
 
 
+AUTO = 0  # `-n auto`: one worker per CPU, at most the runner's `workers`
+
+
 def workers(text: str) -> int:
     if text == "auto":
-        return os.cpu_count() or 1
+        return AUTO
     try:
         value = int(text)
     except ValueError:
@@ -78,6 +81,14 @@ def workers(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def resolve_workers(n: int, runner) -> int:
+    """`-n N` as given; `-n auto` one per CPU, capped by the runner's `workers` (a GPU runner
+    whose memory holds fewer workers than it has CPUs)."""
+    if n != AUTO:
+        return n
+    return min(os.cpu_count() or 1, runner.workers or os.cpu_count() or 1)
 
 
 def context(args):

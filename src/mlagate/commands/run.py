@@ -122,7 +122,7 @@ def main(args) -> int:
         backend,
         runner,
         args.out,
-        args.workers,
+        cargs.resolve_workers(args.workers, matrix.runners[runner]),
         args.cache,
         aa=args.aa or bool(target and target.aa),
         shard_spec=spec,

@@ -164,6 +164,7 @@ class Runner:
     ] = ()  # GitHub `runs-on` labels of performance jobs (machines that run nothing else)
     profile: str | None = None  # the profile the gate runs here
     gate: bool = False  # whether `mlagate plan --format github` plans jobs for this runner
+    workers: int | None = None  # the most correctness workers at once (`-n auto` stops there)
 
 
 @dataclass(frozen=True)

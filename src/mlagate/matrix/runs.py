@@ -75,15 +75,15 @@ def read_suites(
 
 
 def read_runners(r: Reader, section: Node) -> dict[str, Runner]:
-    """`runners: {label: {backend, notes?, runs_on?, perf_runs_on?, profile?, gate?}}`; the
-    profiles are checked once they are read."""
+    """`runners: {label: {backend, notes?, runs_on?, perf_runs_on?, profile?, gate?, workers?}}`;
+    the profiles are checked once they are read."""
     runners = {}
     for label, node in r.table(section, "runners").items():
         key = f"runners.{label}"
         m = r.mapping(
             node,
             key,
-            {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate"},
+            {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate", "workers"},
             {"backend"},
         )
         runs_on = r.str_list(m.get("runs_on"), f"{key}.runs_on") or ("self-hosted", label)
@@ -97,6 +97,9 @@ def read_runners(r: Reader, section: Node) -> dict[str, Runner]:
             r.str_list(m.get("perf_runs_on"), f"{key}.perf_runs_on") or runs_on,
             r.opt(m, "profile", key, str),
             bool(r.opt(m, "gate", key, bool, default=False)),
+            r.opt(
+                m, "workers", key, int, check=lambda x: 1 <= x <= 1024, what="an integer 1 to 1024"
+            ),
         )
     return runners
 

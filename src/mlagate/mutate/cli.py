@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from mlagate import backends
+from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.gate import shard
 from mlagate.matrix import BACKENDS, default_path, load
@@ -102,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
         tuple(args.mutant),
         args.all,
         args.out,
-        args.workers,
+        cargs.resolve_workers(args.workers, matrix.runners[runner]),
         args.cache,
         profile,
         backend,
