@@ -10,11 +10,11 @@ still listed, without plots or figures.
 
 from __future__ import annotations
 
-import json
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import results, suites
+from mlagate import documents, results, suites
 from mlagate.matrix import bundled
 from mlagate.runplan import FILE as PLAN_FILE
 
@@ -28,37 +28,35 @@ class Catalogue:
 
     @classmethod
     def shipped(cls) -> Catalogue:
-        return cls(suites.shipped(bundled("suites")))
+        return cls(_shipped())
 
     @classmethod
     def of_sources(cls, sources: list[Path]) -> Catalogue:
         """The shipped suites, every suite an earlier merged.json records and every suite a
-        source folder's plan.json names."""
-        entries = dict(suites.shipped(bundled("suites")))
+        source folder's plan.json names (both read by mlagate.documents; a document that does
+        not read names no suite, and load_source has refused it already if it matters)."""
+        entries = _shipped()
         for src in sources:
             merged = Path(src) if Path(src).name == "merged.json" else Path(src) / "merged.json"
             if merged.is_file():
                 try:
-                    entries.update(
-                        cls.of_merged(json.loads(merged.read_text(encoding="utf-8"))).entries
-                    )
-                except (OSError, ValueError, AttributeError):
-                    pass  # load_source has refused it already if it matters
+                    entries.update(cls.of_merged(documents.load(merged, "merged")).entries)
+                except documents.DocumentError:
+                    pass
             plan = Path(src) / PLAN_FILE
-            if not plan.is_file():
-                continue
-            try:
-                declared = json.loads(plan.read_text(encoding="utf-8"))["matrix"]["suites"]
-                for sid, s in declared.items():
-                    path = Path(s["path"]) if s.get("path") else None
-                    entries[sid] = suites.Entry(sid, str(s["kind"]), path)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                continue  # a plan of another shape names no suite; the results still render
+            if plan.is_file():
+                try:
+                    declared = documents.load(plan, "run-plan")["matrix"]["suites"]
+                    for sid, s in declared.items():
+                        path = Path(s["path"]) if s.get("path") else None
+                        entries[sid] = suites.Entry(sid, str(s["kind"]), path)
+                except (documents.DocumentError, KeyError, TypeError, AttributeError):
+                    pass
         return cls(entries)
 
     @classmethod
     def of_merged(cls, merged: dict) -> Catalogue:
-        entries = dict(suites.shipped(bundled("suites")))
+        entries = _shipped()
         for sid, s in (merged.get("suites") or {}).items():
             if isinstance(s, dict) and isinstance(s.get("kind"), str):
                 file = s.get("file")
@@ -161,6 +159,16 @@ class Catalogue:
     def intervals(self, rows: list[dict]) -> dict[str, tuple[float, float]]:
         """The 95 % interval of each key figure that has one, keyed as key_figures keys it."""
         return {k: (float(v[0]), float(v[1])) for k, v in self._by_row(rows, interval=True).items()}
+
+
+@functools.cache
+def _shipped_entries() -> tuple[tuple[str, suites.Entry], ...]:
+    return tuple(suites.shipped(bundled("suites")).items())
+
+
+def _shipped() -> dict[str, suites.Entry]:
+    """The suites under the shipped suites folder, found once per process (a copy to extend)."""
+    return dict(_shipped_entries())
 
 
 def figure_key(r: dict, figure: str) -> str:
