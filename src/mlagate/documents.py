@@ -41,7 +41,9 @@ class DocumentError(ValueError):
     """A document that cannot be read or does not match its schema; one line."""
 
 
-def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+def open_regular(path: Path) -> int:
+    """A descriptor of path opened for reading; DocumentError, before anything is read, when it
+    is not a regular file (a FIFO is opened without blocking, a device is never read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
@@ -51,6 +53,12 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise DocumentError(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    fd = open_regular(path)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:

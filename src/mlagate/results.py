@@ -174,7 +174,7 @@ def table(summary: Summary) -> str:
             f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
             f"{r['arm']:26} {geo:20} "
         )
-        lines += wrapped(head, r["reason"])
+        lines += wrapped(head, r.get("reason", ""))
     for cid in summary.missing:
         lines.append(
             f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it "

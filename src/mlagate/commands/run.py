@@ -40,12 +40,14 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--cpu",
+        type=cargs.cpu,
         default="auto",
         help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), "
         "none, or a number",
     )
     p.add_argument(
         "--shard",
+        type=cargs.shard,
         default=None,
         metavar="I/N",
         help="run only shard I of N of the selected cases (balanced by cost; performance cases "
@@ -111,6 +113,7 @@ def main(args) -> int:
     target = runopts.resume_target(args)
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
+    selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, stats
+from mlagate import documents, safefiles, stats
 from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
@@ -70,17 +71,42 @@ def add(history: Path, merged: dict, rerender: bool = False) -> Path:
     """Add (or replace) a commit in the history, optionally re-render every commit page, rebuild the
     index."""
     history.mkdir(parents=True, exist_ok=True)
-    report.write_commit(merged, history / merged["commit"], "../index.html")
+    commit = merged["commit"]
+    if not COMMIT_ID.fullmatch(commit):  # a name from a document becomes a folder: never a path
+        raise merged_doc.ReportError(f"commit: {commit[:90]!r} is not a commit id")
+    try:
+        safefiles.no_links(history / commit, history)
+    except safefiles.UnsafePath as exc:
+        raise merged_doc.ReportError(str(exc)) from None
+    report.write_commit(merged, history / commit, "../index.html")
     if rerender:
         for folder in sorted(
             p
             for p in history.iterdir()
-            if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()
+            if p.is_dir()
+            and not p.is_symlink()
+            and p.name != commit
+            and COMMIT_ID.fullmatch(p.name)
         ):
-            report.write_commit(
-                merged_doc.load_merged(folder / "merged.json"), folder, "../index.html"
-            )
+            try:
+                safefiles.no_links(folder, history)
+                again = merged_doc.load_merged(folder / "merged.json")
+            except (merged_doc.ReportError, safefiles.UnsafePath) as exc:
+                print(
+                    f"mlagate: warning: history folder {safefiles.shown(folder)} not re-rendered: "
+                    f"{_one_line(exc)}",
+                    file=sys.stderr,
+                )
+                continue
+            report.write_commit(again, folder, "../index.html")
     return render_index(history)
+
+
+def link(history: Path, out: Path) -> str:
+    """The commit page's relative link to the history index; a first segment that holds ':'
+    (a folder named `javascript:x`) is prefixed with './' so it can never read as a scheme."""
+    rel = Path(os.path.relpath(Path(history) / "index.html", Path(out))).as_posix()
+    return f"./{rel}" if ":" in rel.split("/")[0] else rel
 
 
 def load_commits(history: Path) -> list[dict]:
@@ -104,7 +130,8 @@ def load_commits(history: Path) -> list[dict]:
             RecursionError,
         ) as exc:
             print(
-                f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr
+                f"mlagate: warning: history folder {safefiles.shown(p)} skipped: {_one_line(exc)}",
+                file=sys.stderr,
             )
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     return commits
