@@ -56,7 +56,8 @@ def main() -> int:
         with ThreadPoolExecutor(args.jobs) as pool:
             verdicts = list(
                 pool.map(
-                    lambda ic: input_fuzz.judge(ic[1], work / kind / str(ic[0])), enumerate(cases)
+                    lambda ic, k=kind: input_fuzz.judge(ic[1], work / k / str(ic[0])),
+                    enumerate(cases),
                 )
             )
         tally = Counter()

@@ -214,7 +214,7 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
     argv = ["report", "{d}/run", "--out", "{d}/out", "--history", "{d}/hist"]
     owned = ("out", "hist", "cache")
     pool = []
-    for commit in ("..", ".", "a/b", "/abs", "javascript:alert(1)", "", "x" * 81, "a\nb"):
+    for commit in ("..", ".", "a/b", "/abs", "javascript:alert(1)", "a b", "x" * 81, "a\nb"):
         pool.append(
             Case(
                 "history",
@@ -251,11 +251,9 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
                 for name in ("probes.svg", "index.svg"):
                     link(h / "c1" / "plots" / name, target / "index.html")
             elif where == "index":
-                link(h / "c1", target) if False else _commit(h, "c1")
-                link(h / "c1" / "index.html", target / "index.html")
-                link(h / "c1" / "merged.json", target / "merged.json")
-                link(h / "c1" / "junit.xml", target / "junit.xml")
-                link(h / "c1" / "summary.md", target / "summary.md")
+                _commit(h, "c1")
+                for name in ("index.html", "junit.xml", "summary.md"):
+                    link(h / "c1" / name, target / "index.html")
 
         return extra
 
@@ -279,13 +277,12 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
         pool.append(
             Case(
                 "history",
-                f"a folder with figures {name}",
+                f"a folder with figures.json {name} (a cache: recomputed)",
                 [*argv, "--commit", "c2"],
                 _history(lambda d, h, f=figures: _commit(h, "c1", f)),
                 bad=False,
                 codes=(0,),
                 owned=owned,
-                skipped="c1",
             )
         )
     for name, make in [
@@ -294,7 +291,14 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
             "merged.json a link to /dev/zero",
             lambda d, h: link(h / "c1" / "merged.json", "/dev/zero"),
         ),
-        ("figures.json a FIFO", lambda d, h: (_commit(h, "c1"), fifo(h / "c1" / "figures.json"))),
+        (
+            "merged.json a 401-digit integer",
+            lambda d, h: write(
+                h / "c1" / "merged.json",
+                '{"schema": "mlagate.merged/1", "commit": "c1", '
+                '"counts": {"pass": ' + "9" * 401 + '}, "results": []}',
+            ),
+        ),
         (
             "merged.json nested 100,000 deep",
             lambda d, h: write(h / "c1" / "merged.json", b"[" * 100_000),

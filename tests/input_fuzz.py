@@ -501,7 +501,7 @@ def _problems(case: Case, rc: int | None, stderr: str, stdout: str) -> list[str]
     if rc == 2 and (len(lines) != 1 or not lines[0].startswith("mlagate: error: ")):
         return [f"refusal not one line: {lines[:3]}"]
     if case.skipped and f"{case.skipped} skipped" not in stderr:
-        return [f"no warning for {case.skipped}"]
+        return [f"bad input accepted (no warning that {case.skipped} was skipped)"]
     return []
 
 

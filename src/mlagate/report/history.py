@@ -27,6 +27,7 @@ from mlagate.report import plots
 from mlagate.report.catalogue import Catalogue
 
 FIGURES_SCHEMA = "mlagate.figures/1"
+FIGURE_MAX = 1e15  # as schemas/figures.json: no key figure is larger; a step of two stays finite
 # a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'
 COMMIT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 
@@ -158,8 +159,8 @@ def _checked(fig: dict, folder: Path) -> dict:
     for k, v in figures.items():
         if not isinstance(k, str) or k.count("|") != 4:
             raise ValueError("figures: a key is not module|figure|arm|geometry|backend")
-        if type(v) not in (int, float) or not math.isfinite(v):
-            raise ValueError(f"figures.{k}: expected a finite number")
+        if type(v) not in (int, float) or not math.isfinite(v) or abs(v) > FIGURE_MAX:
+            raise ValueError(f"figures.{k}: expected a finite number within +-{FIGURE_MAX:g}")
     return fig
 
 

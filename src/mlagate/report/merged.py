@@ -118,7 +118,7 @@ def _regular(path: Path):
 def _one_file_a_case(rows: list[dict], files: list[Path]) -> list[dict]:
     """The rows of one folder; ReportError when a case id is in two of its files."""
     seen: dict[tuple[str, str], Path] = {}
-    for row, f in zip(rows, files):
+    for row, f in zip(rows, files, strict=True):
         key = (row.get("runner") or "", row["case_id"])
         if key in seen:
             raise ReportError(
