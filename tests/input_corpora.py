@@ -53,7 +53,9 @@ def _files(d: Path) -> None:
     run_folder(d)
     (d / "afile").write_text("x")
     fifo(d / "fifo")
-    os.mkdir(d / b"not-utf8-\xff".decode("utf-8", "surrogateescape"))
+    odd = d / b"not-utf8-\xff".decode("utf-8", "surrogateescape")
+    odd.mkdir()
+    run_folder(odd)
 
 
 def cli_cases(n: int, seed: int = 27) -> list[Case]:
@@ -143,11 +145,11 @@ def cli_cases(n: int, seed: int = 27) -> list[Case]:
         Case(
             "cli",
             "good: report from a folder whose name is not UTF-8",
-            ["report", "{d}/run", "--out", b"{d}/not-utf8-\xff/r"],
+            ["report", b"{d}/not-utf8-\xff/run", "--out", b"{d}/not-utf8-\xff/r"],
             _files,
             False,
             (0,),
-            owned=("out", "cache", "not-utf8-\udcff"),
+            owned=("out", "cache", "not-utf8-\udcff/r"),
         ),
         Case(
             "cli",
@@ -205,6 +207,13 @@ def _history(extra):
         extra(d, h)
 
     return build
+
+
+def _no_script_link(d: Path) -> str:
+    page = (d / "out" / "index.html").read_text(encoding="utf-8")
+    return (
+        "bad input accepted (a javascript: link on the page)" if 'href="javascript:' in page else ""
+    )
 
 
 def history_cases(n: int, seed: int = 27) -> list[Case]:
@@ -358,6 +367,7 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
             bad=False,
             codes=(0,),
             owned=owned,
+            check=_no_script_link,
         )
     )
     pool.append(

@@ -20,6 +20,7 @@ import random
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -45,6 +46,7 @@ class Case:
     owned: tuple[str, ...] = ("out", "cache")  # what the verb may write, under the sandbox
     env: dict[str, str] = field(default_factory=dict)
     skipped: str = ""  # a good case: the folder that must be skipped with a warning
+    check: Callable[[Path], str] | None = None  # a problem found in what the verb wrote
 
 
 @dataclass
@@ -427,7 +429,10 @@ def _tree(d: Path) -> dict[str, tuple]:
                 st = os.lstat(p)
             except OSError:
                 continue
-            out[os.path.relpath(p, d)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+            same = stat.S_ISDIR(st.st_mode)  # a folder changes when an owned child is made
+            out[os.path.relpath(p, d)] = (
+                (st.st_mode,) if same else (st.st_mode, st.st_size, st.st_mtime_ns)
+            )
     return out
 
 
@@ -436,7 +441,7 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
 
 
-def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S) -> Verdict:
+def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S, module: str = "mlagate") -> Verdict:
     """Run one case in a fresh sandbox: its problems (an empty list when it is handled)."""
     if sandbox.exists():
         shutil.rmtree(sandbox)
@@ -455,7 +460,7 @@ def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S) -> Verdict:
     env.pop("GITHUB_SHA", None) if "GITHUB_SHA" not in case.env else None
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlagate", *argv],
+        [sys.executable, "-m", module, *argv],
         cwd=sandbox,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -478,6 +483,8 @@ def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S) -> Verdict:
         pass
     stderr = err.decode("utf-8", "replace")
     problems = _problems(case, rc, stderr, out.decode("utf-8", "replace"))
+    if not problems and case.check:
+        problems = [p for p in [case.check(sandbox)] if p]
     after = _tree(sandbox)
     owned = (*case.owned, "cache")
     owned = tuple(o + os.sep for o in owned) + owned
