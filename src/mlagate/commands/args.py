@@ -121,17 +121,6 @@ def cpu(text: str) -> str:
     return str(count(0, 65535, "auto, none or a CPU number")(text))
 
 
-def shard(text: str) -> str:
-    """`--shard I/N`: ASCII digits, 1 <= I <= N <= 1000 (the count is checked against the cases
-    later)."""
-    if not re.fullmatch(r"[0-9]{1,4}/[0-9]{1,4}", text, flags=re.ASCII):
-        raise argparse.ArgumentTypeError(f"expected I/N (for example 2/4), got {_shown(text)}")
-    i, n = (int(x) for x in text.split("/"))
-    if not 1 <= i <= n:
-        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {_shown(text)}")
-    return text
-
-
 def resolve_workers(n: int, runner) -> int:
     """`-n N` as given; `-n auto` one per CPU, capped by the runner's `workers` (a GPU runner
     whose memory holds fewer workers than it has CPUs)."""

@@ -47,7 +47,6 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--shard",
-        type=cargs.shard,
         default=None,
         metavar="I/N",
         help="run only shard I of N of the selected cases (balanced by cost; performance cases "

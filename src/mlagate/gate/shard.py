@@ -31,7 +31,7 @@ class ShardError(ValueError):
 
 def parse_spec(text: str) -> tuple[int, int]:
     """'I/N' in ASCII digits (no sign, space or '_') with 1 <= I <= N."""
-    if not re.fullmatch(r"[0-9]{1,4}/[0-9]{1,4}", text, flags=re.ASCII):
+    if not re.fullmatch(r"[0-9]{1,9}/[0-9]{1,9}", text, flags=re.ASCII):
         raise ShardError(f"--shard: expected I/N (for example 2/4), got {text[:40]!r}")
     i, n = (int(x) for x in text.split("/"))
     if n < 1 or not 1 <= i <= n:
