@@ -129,7 +129,7 @@ def cli_cases(n: int, seed: int = 27) -> list[Case]:
         ("run", [*run, "--profile", "nosuch"]),
         ("run", [*run, "--resume", "{d}/afile"]),
         ("run", ["run", "--matrix", F, "--out", b"{d}/not-utf8-\xff/o", "--suite", "nosuch"]),
-        ("report", ["report", b"{d}/not-utf8-\xff", "--out", "{d}/out"]),
+        ("report", ["report", b"{d}/missing-\xff", "--out", "{d}/out"]),
     ]:
         pool.append(
             Case(

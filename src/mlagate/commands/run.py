@@ -113,7 +113,7 @@ def main(args) -> int:
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
     selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
-    spec = shard.parse_spec(args.shard) if args.shard else None
+    spec = shard.parse_spec(args.shard) if args.shard is not None else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()
     runopts.performance_health(args, matrix, selection, backend)
