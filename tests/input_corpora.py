@@ -425,8 +425,7 @@ def _tamper(consistent: bool, drop_signature: bool = False):
     """Change a module's code; with consistent, rewrite content.json to match."""
 
     def change(members):
-        out = []
-        content = None
+        out, rel, new_hash = [], None, None
         for info, data in members:
             if info.name.endswith("fakemla/models/good.py"):
                 data = data + b"\nimport os  # planted\n"
@@ -482,9 +481,7 @@ def pack_cases(n: int, folder: Path, seed: int = 27) -> list[Case]:
         def build(d: Path) -> None:
             (d / "outside").mkdir()
             if change is None:
-                os.link(pack, d / "p.tgz") if False else (d / "p.tgz").write_bytes(
-                    pack.read_bytes()
-                )
+                (d / "p.tgz").write_bytes(pack.read_bytes())
             else:
                 _rewrite(pack, d / "p.tgz", change)
 

@@ -204,6 +204,18 @@ def _two_files_one_case(d: Path) -> None:
     run_folder(d, rows=[result(), result(reason="again")])
 
 
+def _two_shards(runner: str):
+    """Two shards whose result files share a name: on 8dd4a35 merge named the second copy after
+    its runner."""
+
+    def build(d: Path) -> None:
+        run_folder(d)
+        row = result(runner=runner.replace("{d}", str(d)), case_id="probes::other")
+        write(d / "run2" / "results" / "r0.json", row)
+
+    return build
+
+
 def _logs_link(to):
     def build(d: Path) -> None:
         folder = run_folder(d)
@@ -301,6 +313,18 @@ def document_cases(n: int, seed: int = 27) -> list[Case]:
             )
         )
     merge_argv, merge_owned = VERBS["merge"]
+    for runner in ("{d}/outside/evil", "../../outside/evil"):
+        pool.append(
+            Case(
+                "documents",
+                f"merge: two shards, the second's runner {runner}",
+                ["merge", "{d}/run", "{d}/run2", "--out", "{d}/out"],
+                _two_shards(runner),
+                True,
+                (2,),
+                merge_owned,
+            )
+        )
     for name, make in [
         ("logs/ a link to /dev/zero", _logs_link("/dev/zero")),
         ("logs/ a link to a folder outside", _logs_link("{d}")),
@@ -457,7 +481,8 @@ def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S, module: str = "ml
     ]
     env = {**os.environ, "MLAGATE_CACHE": str(sandbox / "cache"), **case.env}
     env = {k: v.replace("{d}", str(sandbox)) for k, v in env.items()}
-    env.pop("GITHUB_SHA", None) if "GITHUB_SHA" not in case.env else None
+    if "GITHUB_SHA" not in case.env:
+        env.pop("GITHUB_SHA", None)  # a CI job's own commit must not decide a case
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *argv],
@@ -487,9 +512,9 @@ def judge(case: Case, sandbox: Path, limit_s: float = LIMIT_S, module: str = "ml
         problems = [p for p in [case.check(sandbox)] if p]
     after = _tree(sandbox)
     owned = (*case.owned, "cache")
-    owned = tuple(o + os.sep for o in owned) + owned
+    inside = tuple(o + os.sep for o in owned)  # "out/x" is the verb's, "outside/x" is not
     for rel in sorted(set(after) | set(before)):
-        if before.get(rel) != after.get(rel) and not rel.startswith(owned) and rel not in owned:
+        if before.get(rel) != after.get(rel) and not rel.startswith(inside) and rel not in owned:
             problems.append(f"wrote outside: {rel}")
             break
     return Verdict(case, rc, seconds, problems, stderr)

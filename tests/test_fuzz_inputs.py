@@ -33,8 +33,8 @@ EXAMPLES = {
         "run -n '99999999999999999999'",
     ],
     "documents": [
-        "merge: runner absolute",
-        "merge: runner ../",
+        "merge: two shards, the second's runner {d}/outside/evil",
+        "merge: two shards, the second's runner ../../outside/evil",
         "report: a FIFO named *.tgz",
         "compare: a FIFO named *.tgz",
         "report: a FIFO result",
@@ -136,7 +136,7 @@ def test_the_judge_can_fail(tmp_path):
             input_fuzz.Case(
                 "cli",
                 "merge outside",
-                ["merge", "{d}/run", "--out", "{d}/elsewhere"],
+                ["merge", "{d}/run", "--out", "{d}/outside"],
                 lambda d: input_fuzz.run_folder(d),
                 bad=False,
                 codes=(0,),
