@@ -220,6 +220,8 @@ class Function:
             return _cachey(node.value)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self.is_cache_length(node.left) or self.is_cache_length(node.right)
+        if isinstance(node, ast.IfExp):  # `cache.offset if cache is not None else 0`
+            return self.is_cache_length(node.body) or self.is_cache_length(node.orelse)
         if _shape_index(node) in (1, 2, -2):
             base = node.value.value
             return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)

@@ -36,7 +36,8 @@ class FileScan:
     def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport):
         self.src, self.module, self.display, self.report = src, module, display, report
         self.consts = constants(tree)
-        self.width_tests: dict[int, bool] = {}  # if line -> its test reads the query width
+        # if line -> (its test reads the query width, its facts when true and when false)
+        self.tests: dict[int, tuple[bool, tuple]] = {}
         has = "embed_q" in src.text and "unembed_out" in src.text
         mla = set(mla_classes(tree)) if has else set()
         report.modules.extend((module, c) for c in sorted(mla))
@@ -59,7 +60,7 @@ class FileScan:
                 continue
             scope.bind(stmt)
             if isinstance(stmt, ast.If):
-                self.width_tests[stmt.lineno] = scope.reads_width(stmt.test)
+                self.tests[stmt.lineno] = (scope.reads_width(stmt.test), scope.facts(stmt.test))
                 self.guard(stmt, scope)
 
     def guard(self, node: ast.If, scope: Function) -> None:
@@ -108,11 +109,20 @@ class FileScan:
     def decisions(self, cls: ast.ClassDef) -> None:
         segment = self.src.segment(cls)
         sites = probes.find_guards(segment, cls.name) if segment else []
-        # only conditions on the query width can make the fold and the unfold disagree;
-        # `output is not None` beside `L == 1` is another decision, not a split one
-        sites = [s for s in sites if self.width_tests.get(cls.lineno + s.line - 1, True)]
-        sources = {" ".join(s.source.split()) for s in sites}
-        if len(sources) > 1:
+        # only conditions on the query width can make the fold and the unfold disagree
+        # (`output is not None` beside `L == 1` is another decision, not a split one), and two
+        # spellings of one width test (`L <= 8`, `not L > 8`) are one decision
+        keys, sources = set(), set()
+        for site in sites:
+            width, pair = self.tests.get(cls.lineno + site.line - 1, (True, F.NONE))
+            if not width:
+                continue
+            facts = pair[0] if site.absorbed_when else pair[1]
+            source = " ".join(site.source.split())
+            keys.add(tuple(sorted(facts.items())) if facts else source)
+            sources.add(source)
+        sites = [s for s in sites if " ".join(s.source.split()) in sources]
+        if len(keys) > 1:
             line = cls.lineno + min(s.line for s in sites) - 1
             self.report.findings.append(split_decision(self, cls.name, line, sources))
 
