@@ -61,9 +61,7 @@ def _join(all_facts: list[Facts]) -> Facts:
     if not all_facts:
         return {}
     common = set(all_facts[0]).intersection(*all_facts[1:])
-    return {
-        q: (min(f[q][0] for f in all_facts), max(f[q][1] for f in all_facts)) for q in common
-    }
+    return {q: (min(f[q][0] for f in all_facts), max(f[q][1] for f in all_facts)) for q in common}
 
 
 def conjunction(pairs: list[Pair]) -> Pair:

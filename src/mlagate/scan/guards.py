@@ -169,9 +169,9 @@ def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
         text = read_source(path)
         module = module_name(path, root)
         if path.suffix == ".rs":
-            from mlagate.scan import rust
+            from mlagate.scan import rustscan  # tree-sitter: loaded when a Rust file is seen
 
-            rust.scan_rust(text, module, display, report)
+            rustscan.scan_rust(text, module, display, report)
         else:
             pyscan.scan_python(text, str(path), module, display, report)
     except (SyntaxError, ValueError, OSError, RecursionError, MemoryError) as exc:

@@ -141,7 +141,10 @@ def materialises(stmts) -> bool:
                 continue
             if node.func.attr == "embed_q" and any(
                 isinstance(v, ast.Constant) and v.value is False
-                for v in [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "transpose")]
+                for v in [
+                    *node.args[1:2],
+                    *(kw.value for kw in node.keywords if kw.arg == "transpose"),
+                ]
             ):
                 return True
             if node.func.attr == "unembed_out" and any(
@@ -170,25 +173,37 @@ def classify(f: Finding, kind: str) -> bool:
     """Set a restricted guard's rule and message; False when it is no finding."""
     g = f.guard
     if kind == F.SINGLE and f.gates == "absorbed":
-        f.rule, f.message = "MLA001", (
-            f"`{g}` restricts the absorbed path to a single query; a "
-            "speculative verify step (L >= 2) re-expands the whole cache"
+        f.rule, f.message = (
+            "MLA001",
+            (
+                f"`{g}` restricts the absorbed path to a single query; a "
+                "speculative verify step (L >= 2) re-expands the whole cache"
+            ),
         )
     elif kind == F.SINGLE and f.gates == "pooling":
-        f.rule, f.message = "MLA002", (
-            f"`{g}` restricts the indexer's pool reuse to one new token; a wide "
-            "step re-pools the whole cache"
+        f.rule, f.message = (
+            "MLA002",
+            (
+                f"`{g}` restricts the indexer's pool reuse to one new token; a wide "
+                "step re-pools the whole cache"
+            ),
         )
     elif kind == F.FIXED:
-        f.rule, f.message = "MLA007", (
-            f"`{g}` restricts the absorbed path to a fixed query width; the width where "
-            "absorbing pays grows with the cache length and the head dimensions"
+        f.rule, f.message = (
+            "MLA007",
+            (
+                f"`{g}` restricts the absorbed path to a fixed query width; the width where "
+                "absorbing pays grows with the cache length and the head dimensions"
+            ),
         )
     elif kind == F.FLOOR:
-        f.rule, f.message = "MLA008", (
-            f"`{g}` decides the absorbed path on a constant cache length; below it every "
-            "step, a verify step included, materialises (or above it absorbs) whatever "
-            "the cost formula says"
+        f.rule, f.message = (
+            "MLA008",
+            (
+                f"`{g}` decides the absorbed path on a constant cache length; below it every "
+                "step, a verify step included, materialises (or above it absorbs) whatever "
+                "the cost formula says"
+            ),
         )
     else:
         return False
