@@ -237,7 +237,7 @@ class Scope:
             return
         pattern = pattern.named_children[0] if pattern.type == "reference_pattern" else pattern
         if pattern.type in ("tuple_pattern", "slice_pattern"):
-            elts = pattern.named_children
+            elts = [c for c in pattern.children if c.type not in ("(", ")", "[", "]", ",")]
             shaped = self._shape_of(value)
             if shaped is not None and self._query_like(shaped):
                 pos = _TUPLE_POSITION.get(len(elts))

@@ -139,9 +139,14 @@ def scan_rust(text: str, module: str, display: str, report: ScanReport) -> None:
     """Parse and scan one Rust file; a file tree-sitter cannot parse is MLA006."""
     tree = R.parser().parse(text.encode("utf-8"))
     if tree.root_node.has_error:
-        bad = next((n for n in R._walk(tree.root_node) if n.is_error or n.is_missing), None)
+        nodes = list(R._walk(tree.root_node))
+        bad = next((n for n in nodes if n.is_missing), None) or next(
+            (n for n in nodes if n.is_error), None
+        )
         line = bad.start_point[0] + 1 if bad is not None else 1
-        raise SyntaxError(f"Rust syntax error near line {line}", (display, line, 1, ""))
+        exc = SyntaxError("Rust syntax error")
+        exc.lineno = line
+        raise exc
     report.parsed += 1
     report.module_names.add(module)
     report.module_paths.setdefault(module, display)
