@@ -48,8 +48,8 @@ def _decide(f, width: str = "", guard: str | None = None) -> str:
     cached = "t" if rust else "T"
     decision = cache_aware(f.guard if guard is None else guard, rust)
     return (
-        f"decide once, after the cache update: `{bind}{decision}`"
-        f"{';' if rust else ''} ({cached}: the cached length after the update){width}, and "
+        f"decide once, after the cache update: `{bind}{decision}{';' if rust else ''}`"
+        f" ({cached}: the cached length after the update){width}, and "
         "branch on `absorbed` at the query fold and at the output unfold"
     )
 
