@@ -26,6 +26,12 @@ def add_parser(sub) -> None:
     p.add_argument("--arm", default=None, help="scan this arm of the matrix (materialised first)")
     p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes for a large tree (default: the CPUs this process may use)",
+    )
+    p.add_argument(
         "--root",
         type=Path,
         default=None,
@@ -61,6 +67,10 @@ def main(args) -> int:
         if m.runtime in runtimes
         for a in matrix.arms_for(m)
     }
-    report = guards.scan(paths, matrix.allowlist, registered, runopts.scan_root(args.root))
+    if args.jobs is not None and not 1 <= args.jobs <= 64:
+        raise UsageError(f"--jobs {args.jobs}: give 1 to 64 worker processes")
+    report = guards.scan(
+        paths, matrix.allowlist, registered, runopts.scan_root(args.root), jobs=args.jobs
+    )
     print(formats.FORMATS[args.format](report))
     return report.exit_code

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from mlagate.scan import fixes as scanfix
-from mlagate.scan import pyscan
+from mlagate.scan import parallel, pyscan
 from mlagate.scan.analysis import (
     ABSORB_NAMES,
     MULTI,
@@ -196,8 +196,10 @@ def scan(
     allowlist=(),
     registered: set[tuple[str, str]] | None = None,
     root: Path | None = None,
+    jobs: int | None = None,
 ) -> ScanReport:
     """Scan files and folders; allowlist entries (module, guard, reason) silence matching guards.
+    jobs: worker processes for a large tree (default: the CPUs this process may use).
 
     A module matches an allowlist entry or a registered (import path, class) pair when its
     dotted path ends with the entry's (so a vendored copy matches too). With root, a finding's
@@ -207,11 +209,13 @@ def scan(
     anchor = Path(root).resolve() if root is not None else None
     report = ScanReport([str(r) for r in roots])
     bases: dict[tuple[Path, Path | None], Path] = {}
+    work = []
     for path, top in _files(roots, report):
         key = (path.parent, top)
         if key not in bases:
             bases[key] = _module_root(path, top)
-        scan_file(path, bases[key], _display(path, roots, anchor), report)
+        work.append((path, bases[key], _display(path, roots, anchor)))
+    parallel.run(work, report, scan_file, jobs)
     _allow(report, allowlist)
     if registered is not None:
         for module, cls in report.modules:
