@@ -158,7 +158,7 @@ class Function:
     """What one function binds: query-length names, cache-length names and names bound to
     width tests."""
 
-    def __init__(self, fn, consts: dict[str, int] | None = None):
+    def __init__(self, fn, consts: dict[str, int] | None = None, widths: bool = True):
         args = fn.args
         self.params = {
             a.arg
@@ -169,6 +169,7 @@ class Function:
         self.lengths: set[str] = set()
         self.cache_lengths: set[str] = set()
         self.widths: set[str] = set()  # names bound to an expression that reads the width
+        self.track_widths = widths  # off where no decision is compared (a file without MLA)
         self.flags: dict[str, tuple | None] = {}
 
     def query_like(self, node) -> bool:
@@ -198,7 +199,7 @@ class Function:
         if self.is_cache_length(value):
             self.cache_lengths.add(target.id)
             return
-        if self.reads_width(value):
+        if self.track_widths and self.reads_width(value):
             self.widths.add(target.id)
         pair = self.facts(value)
         if target.id in self.flags and self.flags[target.id] != pair:

@@ -36,11 +36,13 @@ class FileScan:
     def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport):
         self.src, self.module, self.display, self.report = src, module, display, report
         self.consts = constants(tree)
+        self.mla = False
         # if line -> (its test reads the query width, its facts when true and when false)
         self.tests: dict[int, tuple[bool, tuple]] = {}
         has = "embed_q" in src.text and "unembed_out" in src.text
         mla = set(mla_classes(tree)) if has else set()
         report.modules.extend((module, c) for c in sorted(mla))
+        self.mla = bool(mla)  # split decisions (MLA003) are read in MLA classes only
         for stmt in statements(tree.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt)
@@ -53,14 +55,15 @@ class FileScan:
                     self.decisions(stmt)
 
     def function(self, fn) -> None:
-        scope = Function(fn, self.consts)
+        scope = Function(fn, self.consts, widths=self.mla)
         for stmt in statements(fn.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt)
                 continue
             scope.bind(stmt)
             if isinstance(stmt, ast.If):
-                self.tests[stmt.lineno] = (scope.reads_width(stmt.test), scope.facts(stmt.test))
+                if self.mla:
+                    self.tests[stmt.lineno] = (scope.reads_width(stmt.test), scope.facts(stmt.test))
                 self.guard(stmt, scope)
 
     def guard(self, node: ast.If, scope: Function) -> None:
