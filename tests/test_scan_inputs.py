@@ -100,3 +100,14 @@ def test_a_scan_that_parsed_nothing_is_not_clean(tmp_path):
     assert scanner.scan([bad]).exit_code == 3
     (bad / "ok.py").write_text("x = 1\n")
     assert scanner.scan([bad]).exit_code == 0  # one parsed file: the warnings do not fail
+
+
+def test_a_file_over_the_size_cap_is_reported_not_read(tree):
+    from mlagate.scan import model
+
+    (tree / "huge.py").write_bytes(b"#" * (model.MAX_BYTES + 1))
+    (f,) = [f for f in scanner.scan([tree]).findings if f.rule == "MLA006"]
+    assert (f.path, f.message) == (
+        "huge.py",
+        f"not read: {model.MAX_BYTES + 1} bytes, over the {model.MAX_BYTES}-byte cap",
+    )

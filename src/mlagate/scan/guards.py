@@ -140,15 +140,20 @@ def module_name(path: Path, base: Path) -> str:
 def _files(roots: list[Path], report: ScanReport | None = None):
     """(path, the scanned folder it lies in or None) of every .py and .rs file under roots."""
 
-    def unreadable(exc: OSError) -> None:
-        if report is not None:
-            report.findings.append(unparsed(str(exc.filename or "?"), exc))
+    def unreadable(root: Path):
+        def report_it(exc: OSError) -> None:  # a folder os.walk could not list
+            if report is not None:
+                name = str(exc.filename or root)
+                where = os.path.relpath(name, root) if name.startswith(str(root)) else name
+                report.findings.append(unparsed(where, exc))
+
+        return report_it
 
     for root in roots:
         if not root.is_dir():
             yield root, None
             continue
-        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable(root)):
             cargo = "Cargo.toml" in filenames
             dirnames[:] = sorted(
                 d
