@@ -104,11 +104,11 @@ def _package_root(path: Path) -> Path:
 
 
 def _module_root(path: Path, top: Path | None) -> Path:
-    """Where path's dotted module name starts. Regular packages as Python imports them; a
-    folder without __init__.py inside the scanned folder top (a namespace package, a vendored
-    tree) is a package too, up to and including top."""
+    """Where path's dotted module name starts. Regular packages as Python imports them; when a
+    folder without __init__.py lies between the file and the scanned folder top (a namespace
+    package, a vendored tree), every folder up to and including top is a package too."""
     folder = _package_root(path)
-    if top is not None and (folder == top or top in folder.parents):
+    if top is not None and top in folder.parents:  # stopped below top: a namespace folder
         folder = top.parent
         while (folder / "__init__.py").is_file() and folder.parent != folder:
             folder = folder.parent
