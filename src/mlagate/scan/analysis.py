@@ -1,18 +1,20 @@
-"""The guard analysis of mlagate.scan.guards, over `ast` only: which classes are MLA dispatches,
-which branch conditions restrict a path to exactly one query or new token, and what such a branch
-gates.
+"""The guard analysis of a Python file, over `ast` only: which classes are MLA dispatches, what
+a branch condition says about the query width and the cache length, and what a branch gates.
 
 - mla_classes(): every class whose own code calls both the query fold (`self.embed_q(...)`) and
   the output unfold (`self.unembed_out(...)`).
-- Function: what one function binds (query-length names, names bound to a single- or
-  multi-query test) and the kind of a test (`L == 1`, `1 == L`, `S <= 1`, `x.shape[1] == 1`,
-  `not q_len > 1`, a name bound to such a test, ...).
+- constants(): module-level names bound once to an int literal (`MAX_ABSORBED = 8`).
+- Function: what one function binds (query-length names, cache-length names, names bound to a
+  condition) and the facts of a condition (mlagate.scan.facts: `L == 1`, `1 == L`, `S <= 1`,
+  `x.shape[1] == 1`, `not q_len > 1`, `L <= MAX_ABSORBED`, `T < 1024`, a name bound to such a
+  test, `and` / `or` / `not` of them, ...).
 - gates(): absorbed, pooling or other, from the names a branch reads.
 
 Query-length names are those bound from a shape in the same function: position 1 of a
 3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
-`.shape[1]` / `.shape[-2]`, and names assigned from them. No regular expression reads the
-source.
+`.shape[1]` / `.shape[-2]`, and names assigned from them. Cache-length names: `cache.offset`,
+`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, and names assigned from them.
+No regular expression reads the source.
 """
 
 from __future__ import annotations
