@@ -31,6 +31,7 @@ KINDS = {
     "run-plan": "mlagate.run-plan/1",
     "kill-matrix": "mlagate.mutate/1",
     "suite": "mlagate.suite/1",
+    "arm-scan": "mlagate.arm-scan/1",
 }
 
 
