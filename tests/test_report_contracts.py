@@ -86,3 +86,69 @@ def test_plan_imports_neither_pytest_the_worker_nor_the_harness():
     rc, count, bad = out.stdout.split(" ", 2)
     assert rc == "0" and bad.strip() == "[]", out.stdout + out.stderr
     assert int(count) < 300, f"{count} modules imported by mlagate plan"
+
+
+def test_the_page_tells_an_expected_failure_from_a_regression(tmp_path):
+    import re
+
+    control = dict(_row("fail", "fail", True, case="probes::m::stock::g::float32::cpu"))
+    regression = dict(
+        _row("fail", "pass", case="probes::m::z-patched::g::float32::cpu"), arm="z-patched"
+    )
+    rows = [dict(r, schema="mlagate.result/1", reason="r") for r in (control, regression)]
+    src = write_results(tmp_path / "run", rows)
+    report_build.build([src], tmp_path / "html", commit="abc")
+    html = (tmp_path / "html" / "index.html").read_text()
+    chips = dict(re.findall(r'aria-label="([^"]+)" data-verdict="fail" data-look="([^"]+)"', html))
+    assert chips == {"expected fail": "expected", "regression": "regression"}, chips
+    assert "\u2298</a>" in html  # the expected failure's own symbol, not the regression's cross
+    looks = re.findall(r'<tr class="problem fail" id="[^"]+" data-look="([^"]+)"', html)
+    assert looks == ["regression", "expected"], "the failing-cases table leads with red outcomes"
+
+
+def test_a_broken_contract_is_a_one_line_error_naming_it(tmp_path, run_cli):
+    import shutil
+
+    from .conftest import FAKE_MATRIX, FIXTURES
+
+    shutil.copytree(FIXTURES / "fakemla-tree", tmp_path / "fakemla-tree")
+    (tmp_path / "test_toy.py").write_text("def test_toy(mla):\n    pass\n")
+    head = "\nsuites:  # suites\n"
+    toy = head + "  toy:\n    kind: correctness\n    file: test_toy.py\n    gates: {widths: [1]}\n"
+    (tmp_path / "m.yaml").write_text(FAKE_MATRIX.read_text().replace(head, toy, 1))
+    cases = {
+        "": "no contract toy.suite.yaml beside it",
+        CONTRACT.replace("gates: {}", "gates: {widths: {type: lst}}"): "gates.widths.type",
+        CONTRACT.replace("kind: correctness", "kind: performance"): "its contract says",
+        CONTRACT.replace("length(", "length(("): "key_figures.0.value: not a JMESPath",
+    }
+    for text, said in cases.items():
+        contract = tmp_path / "toy.suite.yaml"
+        contract.unlink(missing_ok=True)
+        if text:
+            contract.write_text(
+                text.replace("gates: {}", "gates: {widths: {type: list, of: {type: int}}}")
+            )
+        proc = run_cli("plan", "--matrix", tmp_path / "m.yaml", "--suite", "toy")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert said in proc.stderr, proc.stderr
+
+
+def test_every_reference_result_meets_its_suite_metrics_schema(tmp_path):
+    import tarfile
+    from pathlib import Path
+
+    from mlagate.report.catalogue import Catalogue
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "reference"
+    cat = Catalogue.shipped()
+    seen = 0
+    for tgz in sorted(root.glob("*/*.tgz")):
+        with tarfile.open(tgz) as tar:
+            for m in tar.getmembers():
+                if m.isfile() and m.name.endswith(".json") and "/results/" in f"/{m.name}":
+                    row = json.load(tar.extractfile(m))
+                    d = cat.entries[row["suite"]].descriptor
+                    assert d.typed(row), f"{tgz.name}:{m.name}: metrics do not meet its contract"
+                    seen += 1
+    assert seen > 300
