@@ -1,5 +1,5 @@
 """Typed gate declarations: each suite declares its `gates` keys next to its code
-(`GATES = {...}` in suites/<kind>/test_<suite>.py), and matrix.yaml's values are checked against
+(`gates:` in suites/<kind>/<suite>.suite.yaml, mlagate.suites), and matrix.yaml's values are checked against
 them when the matrix is read: an unknown key, a missing one, a wrong type or a value out of
 bounds is a one-line `FILE:LINE: KEY: message`.
 
