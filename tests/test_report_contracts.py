@@ -152,3 +152,19 @@ def test_every_reference_result_meets_its_suite_metrics_schema(tmp_path):
                     assert d.typed(row), f"{tgz.name}:{m.name}: metrics do not meet its contract"
                     seen += 1
     assert seen > 300
+
+
+def test_an_arm_scan_is_kept_keyed_by_the_arm_content_and_rebuilt_when_it_does_not_read(
+    fake_matrix, fake_cache, run_cli
+):
+    first = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
+    assert first.returncode == 0, first.stderr
+    scans = sorted(fake_cache.glob("arms/.scan/*.json"))
+    assert scans, "the arm scans are kept beside the arms"
+    doc = json.loads(scans[0].read_text())
+    assert doc["schema"] == "mlagate.arm-scan/1" and doc["key"] == scans[0].stem
+    for s in scans:
+        s.write_text("{not json")
+    again = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
+    assert json.loads(scans[0].read_text())["key"] == scans[0].stem  # scanned and kept again
