@@ -121,6 +121,11 @@ def test_a_broken_contract_is_a_one_line_error_naming_it(tmp_path, run_cli):
         CONTRACT.replace("gates: {}", "gates: {widths: {type: lst}}"): "gates.widths.type",
         CONTRACT.replace("kind: correctness", "kind: performance"): "its contract says",
         CONTRACT.replace("length(", "length(("): "key_figures.0.value: not a JMESPath",
+        CONTRACT.replace(
+            "gates: {}",
+            "gates: {seed: {type: int}}\nplan_check:\n"
+            "  - {rule: aligned_and_misaligned, past_topk: seed}",
+        ): "list gates",
     }
     for text, said in cases.items():
         contract = tmp_path / "toy.suite.yaml"

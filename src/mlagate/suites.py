@@ -244,8 +244,10 @@ def read(path: Path) -> dict:
         )
     for i, rule in enumerate(data.get("plan_check", [])):
         for k, v in rule.items():
-            if k != "rule" and v not in data["gates"]:
-                raise DescriptorError(f"{where}: plan_check.{i}.{k}: {v!r} is not one of its gates")
+            if k != "rule" and (data["gates"].get(v) or {}).get("type") != "list":
+                raise DescriptorError(
+                    f"{where}: plan_check.{i}.{k}: {v!r} is not one of its list gates"
+                )
     try:
         schema = data["metrics"]["schema"]
         jsonschema.validators.validator_for(schema).check_schema(schema)
