@@ -4,11 +4,8 @@ scan's time (`ast.parse` alone is about 2.4 s of a whole mlx-vlm tree on one cor
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
 from mlagate.scan.model import ScanReport
@@ -51,6 +48,10 @@ def run(jobs: list, report: ScanReport, scan_file, workers: int | None = None) -
     workers = cpus() if workers is None else workers
     workers = max(1, min(workers, 8, len(jobs) // (MIN_FILES // 2) or 1))
     if workers > 1 and len(jobs) >= MIN_FILES:
+        import multiprocessing  # here: `plan` imports the scanner and never scans
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
         size = max(1, -(-len(jobs) // (workers * CHUNKS_PER_WORKER)))
         chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None

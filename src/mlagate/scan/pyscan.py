@@ -8,7 +8,6 @@ import ast
 from mlagate.scan import facts as F
 from mlagate.scan.analysis import Function, constants, gates, mla_classes, statements
 from mlagate.scan.model import Finding, ScanReport
-from mlagate.worker import probes
 
 
 class Source:
@@ -110,6 +109,8 @@ class FileScan:
             self.report.findings.append(finding)
 
     def decisions(self, cls: ast.ClassDef) -> None:
+        from mlagate.worker import probes  # the worker's own guard finder; `plan` never gets here
+
         segment = self.src.segment(cls)
         sites = probes.find_guards(segment, cls.name) if segment else []
         # only conditions on the query width can make the fold and the unfold disagree
