@@ -58,7 +58,6 @@ class ScanReport:
     # where each module and MLA class is: module -> path, (module, class) -> (path, line)
     module_paths: dict[str, str] = field(default_factory=dict)
     class_sites: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
-    languages: set[str] = field(default_factory=set)  # modules read by a language: "python"...
 
     @property
     def exit_code(self) -> int:

@@ -39,7 +39,6 @@ def merge(report: ScanReport, part: ScanReport) -> None:
     for module, path in part.module_paths.items():
         report.module_paths.setdefault(module, path)
     report.class_sites.update(part.class_sites)
-    report.languages |= part.languages
 
 
 def run(jobs: list, report: ScanReport, scan_file, workers: int | None = None) -> None:

@@ -150,5 +150,4 @@ def scan_rust(text: str, module: str, display: str, report: ScanReport) -> None:
     report.parsed += 1
     report.module_names.add(module)
     report.module_paths.setdefault(module, display)
-    report.languages.add("rust")
     RustScan(tree, module, display, report)
