@@ -86,7 +86,7 @@ def test_a_computed_threshold_in_rust_is_clean(tmp_path, run_cli):
     proc = run_cli("scan", tree, "--format", "github", cwd=ROOT)
     assert (proc.returncode, proc.stdout) == (0, "\n"), proc.stderr
     report = json.loads(run_cli("scan", tree, "--format", "json", cwd=ROOT).stdout)
-    assert report["findings"] == [] and report["parsed"] == 4
+    assert report["findings"] == [] and report["parsed"] == 5
     assert report["modules"] == [
         {
             "module": "crate::models::deepseek_v3",
