@@ -247,6 +247,29 @@ def test_a_runtime_whose_requires_python_excludes_this_one_installs_with_a_note(
     assert json.loads((inst.dir / "arm.json").read_text())["notes"] == [note]
 
 
+def test_a_pinned_release_pip_finds_only_for_a_newer_python_installs_with_a_note(
+    tmp_path, monkeypatch
+):
+    """An index that says Requires-Python (as registries do): pip skips the release, the
+    retry installs it."""
+    _wheel(tmp_path, ">=3.99")
+    page = tmp_path / "simple" / "mlx-lm" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        '<a href="../../mlx_lm-0.0.1-py3-none-any.whl" data-requires-python="&gt;=3.99">'
+        "mlx_lm-0.0.1-py3-none-any.whl</a>"
+    )
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):  # this index alone
+        monkeypatch.setenv(name, "")
+    rt = matrix.Runtime("mlx-lm", "mlx_lm", "mlx-lm")
+    arm = matrix.Arm("future", "mlx-lm", matrix.ArmSource("pypi", "mlx-lm==0.0.1"), "stock")
+    inst = arms.materialise(arm, rt, tmp_path / "cache")
+    assert inst.version == "0.0.1"
+    (note,) = inst.notes
+    assert "require a different python version" in note and "Requires-Python >=3.99" in note
+
+
 def test_a_runtime_this_python_satisfies_gets_no_note(tmp_path):
     wheel = _wheel(tmp_path, f">={sys.version_info.major}.{sys.version_info.minor}")
     rt = matrix.Runtime("mlx-lm", "mlx_lm", "mlx-lm")
