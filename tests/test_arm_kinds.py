@@ -375,3 +375,79 @@ def test_an_overlay_of_the_patched_file_on_the_stock_arm_passes_dispatch(kinds_r
     assert {r["verdict"] for r in by[("dispatch", "mlx-lm-0.32.2")]} == {"fail"}
     for r in by[("dispatch", "overlaid")]:
         assert _step(r, 2, 64)["path"] == "absorbed"
+
+
+# --- the fake runtime: activation in the worker, fast ---------------------------------------
+
+FAKEFIX = """\
+import os
+
+from fakemla.models import good
+
+if os.environ.get("FAKEFIX") == "raise":
+    raise RuntimeError("fakefix refuses to start")
+
+
+def always_absorbed(self, x, mask=None, cache=None):
+    q, lat, mask = self.project(x, cache)
+    wide = x.shape[1] > 0
+    if wide:
+        q = self.embed_q(q)
+        k = v = lat
+    else:
+        k = self.embed_q(lat, transpose=False)
+        v = self.unembed_out(lat)
+    out = self.attend(q, k, v, mask)
+    if wide:
+        out = self.unembed_out(out)
+    return self.finish(out)
+
+
+if os.environ.get("FAKEFIX") == "1":
+    good.GoodAttention.__call__ = always_absorbed
+"""
+
+
+def _fake_activating(fake_matrix: Path, env_value: str) -> Path:
+    (fake_matrix.parent / "fakefix").mkdir()
+    (fake_matrix.parent / "fakefix" / "__init__.py").write_text(FAKEFIX)
+    arm = (
+        "  fake-fixed-at-import:\n    runtime: fakemla\n    path: fakemla-tree\n"
+        f"    role: patched\n    activate: {{module: fakefix, env: {{FAKEFIX: '{env_value}'}},"
+        " install: [fakefix]}\n"
+    )
+    text = fake_matrix.read_text().replace("geometries:  # geometries", arm + "geometries:", 1)
+    fake_matrix.write_text(text)
+    return fake_matrix
+
+
+def _fake_run(fake_matrix, fake_cache, tmp_path, run_cli):
+    out = tmp_path / "out"
+    proc = run_cli(
+        "run", "--matrix", fake_matrix, "--module", "fake/good", "--arm", "fake-fixed-at-import",
+        "--out", out, cache=fake_cache,
+    )  # fmt: skip
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    (row,) = [r for r in rows if r["evidence"] == "synthetic"]
+    return proc, row
+
+
+def test_a_replaced_call_runs_and_is_forced_in_its_own_guards(
+    fake_matrix, fake_cache, tmp_path, run_cli
+):
+    proc, row = _fake_run(_fake_activating(fake_matrix, "1"), fake_cache, tmp_path, run_cli)
+    assert row["verdict"] == "pass", (row["reason"], proc.stderr)
+    assert row["metrics"]["paths"]["L=2,T=16"] == "absorbed"  # the replacement ran
+    guards = row["metrics"]["guards"]
+    assert [g["source"] for g in guards] == ["wide", "wide"]
+    assert all(g["function"] == "always_absorbed" for g in guards)
+    assert row["metrics"]["forced"] == {"absorbed": "absorbed", "materialised": "materialised"}
+    assert row["fingerprint"]["activation"]["replaced"] == {
+        "fakemla.models.good.GoodAttention.__call__": "fakefix/__init__.py:9 in always_absorbed"
+    }
+
+
+def test_an_activation_that_raises_fails_the_case(fake_matrix, fake_cache, tmp_path, run_cli):
+    proc, row = _fake_run(_fake_activating(fake_matrix, "raise"), fake_cache, tmp_path, run_cli)
+    assert row["verdict"] == "fail", row["reason"]
+    assert "the runtime raised" in row["reason"] and "fakefix refuses to start" in row["reason"]
