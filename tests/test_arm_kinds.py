@@ -403,18 +403,22 @@ def always_absorbed(self, x, mask=None, cache=None):
     return self.finish(out)
 
 
-if os.environ.get("FAKEFIX") == "1":
+def enable():
     good.GoodAttention.__call__ = always_absorbed
+
+
+if os.environ.get("FAKEFIX") == "1":
+    enable()
 """
 
 
-def _fake_activating(fake_matrix: Path, env_value: str) -> Path:
+def _fake_activating(fake_matrix: Path, env_value: str, function: str = "null") -> Path:
     (fake_matrix.parent / "fakefix").mkdir()
     (fake_matrix.parent / "fakefix" / "__init__.py").write_text(FAKEFIX)
     arm = (
         "  fake-fixed-at-import:\n    runtime: fakemla\n    path: fakemla-tree\n"
         f"    role: patched\n    activate: {{module: fakefix, env: {{FAKEFIX: '{env_value}'}},"
-        " install: [fakefix]}\n"
+        f" function: {function}, install: [fakefix]}}\n"
     )
     text = fake_matrix.read_text().replace("geometries:  # geometries", arm + "geometries:", 1)
     fake_matrix.write_text(text)
@@ -432,10 +436,13 @@ def _fake_run(fake_matrix, fake_cache, tmp_path, run_cli):
     return proc, row
 
 
+@pytest.mark.parametrize(("env_value", "function"), [("1", "null"), ("0", "enable")])
 def test_a_replaced_call_runs_and_is_forced_in_its_own_guards(
-    fake_matrix, fake_cache, tmp_path, run_cli
+    fake_matrix, fake_cache, tmp_path, run_cli, env_value, function
 ):
-    proc, row = _fake_run(_fake_activating(fake_matrix, "1"), fake_cache, tmp_path, run_cli)
+    """Replaced at import behind a variable, or by the function the arm names."""
+    path = _fake_activating(fake_matrix, env_value, function)
+    proc, row = _fake_run(path, fake_cache, tmp_path, run_cli)
     assert row["verdict"] == "pass", (row["reason"], proc.stderr)
     assert row["metrics"]["paths"]["L=2,T=16"] == "absorbed"  # the replacement ran
     guards = row["metrics"]["guards"]

@@ -36,7 +36,10 @@ def activate(arm_dir: str, package: str, env: dict) -> dict | None:
     if isinstance(getattr(module.__spec__, "loader", None), probes.LeanImporter):
         importers.run_init(module)  # a package named here runs its own __init__
     if function:
-        getattr(module, function)()
+        call = getattr(module, function, None)
+        if not callable(call):
+            raise RuntimeError(f"activate.function: {module_name} has no function {function!r}")
+        call()
     return {
         "module": module_name,
         "function": function,
