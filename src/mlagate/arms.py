@@ -195,7 +195,7 @@ def materialise_all(
             continue
         print(
             f"mlagate: installing arm {a.id} ({todo.index(a.id) + 1} of {len(todo)}): "
-            f"{a.source.describe()}",
+            f"{describe(a)}",
             file=sys.stderr,
             flush=True,
         )
@@ -209,6 +209,16 @@ def materialise_all(
             flush=True,
         )
     return out
+
+
+def describe(arm: Arm) -> str:
+    """Where an arm comes from, in a few words."""
+    if arm.overlay is not None:
+        return f"arm {arm.overlay.on.id} with {len(arm.overlay.files)} files overlaid"
+    extra = (
+        f" and {', '.join(arm.activate.install)}" if arm.activate and arm.activate.install else ""
+    )
+    return arm.source.describe() + extra
 
 
 def export(installs: dict[str, ArmInstall], out: Path) -> Path:
