@@ -458,3 +458,29 @@ def test_an_activation_that_raises_fails_the_case(fake_matrix, fake_cache, tmp_p
     proc, row = _fake_run(_fake_activating(fake_matrix, "raise"), fake_cache, tmp_path, run_cli)
     assert row["verdict"] == "fail", row["reason"]
     assert "the runtime raised" in row["reason"] and "fakefix refuses to start" in row["reason"]
+
+
+def test_an_arms_activation_and_notes_do_not_make_another_environment():
+    from mlagate.report import page
+
+    base = {
+        "python": "3.11",
+        "backend": "cpu",
+        "arm_dir": "/a",
+        "arm_notes": [],
+        "activation": None,
+    }
+    rows = [
+        {"arm": "stock", "fingerprint": {**base, "arm": "stock"}},
+        {
+            "arm": "on",
+            "fingerprint": {
+                **base,
+                "arm": "on",
+                "arm_notes": ["installed with --ignore-requires-python"],
+                "activation": {"module": "fixrt", "replaced": {"a.B.__call__": "fixrt/mla.py:1"}},
+            },
+        },
+    ]
+    envs, _, arms_seen = page.environments(rows)
+    assert len(envs) == 1 and len(arms_seen) == 2
