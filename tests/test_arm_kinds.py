@@ -484,3 +484,43 @@ def test_an_arms_activation_and_notes_do_not_make_another_environment():
     ]
     envs, _, arms_seen = page.environments(rows)
     assert len(envs) == 1 and len(arms_seen) == 2
+
+
+# --- mlx-lm 0.31.3 in the shipped matrix -----------------------------------------------------
+
+MLX_LM_0313 = {
+    "mlx-lm/deepseek_v3",
+    "mlx-lm/deepseek_v32",
+    "mlx-lm/glm4_moe_lite",
+    "mlx-lm/kimi_linear",
+    "mlx-lm/longcat_flash",
+}
+
+
+def test_mlx_lm_0313_has_the_five_modules_it_ships():
+    shipped = matrix.load(SHIPPED)
+    arm = shipped.arms["mlx-lm-0.31.3"]
+    assert arm.role == "stock" and arm.source.spec == "mlx-lm==0.31.3"
+    held = {m.id for m in shipped.modules.values() if arm in shipped.arms_for(m)}
+    assert held == MLX_LM_0313
+
+
+@pytest.mark.arms
+def test_mlx_lm_0313_is_a_control_in_the_shipped_matrix(tmp_path, run_cli, real_cache):
+    out = tmp_path / "out"
+    proc = run_cli(
+        "run", "--arm", "mlx-lm-0.31.3", "--module", "mlx-lm/deepseek_v3", "--suite", "probes",
+        "--suite", "dispatch", "-n", "1", "--out", out, cwd=ROOT, cache=real_cache,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the control fails as it must
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    verdicts = {
+        (r["suite"], r["geometry"]["id"], r["verdict"]) for r in rows if r["checkpoint"] is None
+    }
+    assert verdicts == {
+        ("probes", "deepseek-v3", "pass"),
+        ("probes", "moonlight-16b", "pass"),
+        ("dispatch", "deepseek-v3", "fail"),
+        ("dispatch", "moonlight-16b", "fail"),
+    }
+    assert "controls: 2 of 2 control cases confirmed failing" in proc.stdout + proc.stderr
