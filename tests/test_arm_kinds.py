@@ -14,6 +14,7 @@ import pytest
 
 from mlagate import arms, matrix
 from mlagate.matrix import MatrixError
+from mlagate.worker.activation import worker_env
 
 from .conftest import ROOT
 
@@ -167,11 +168,11 @@ def test_activating_and_overlay_arms_are_read(tmp_path):
 def test_worker_env_sets_unsets_and_names_the_activation():
     act = matrix.Activation("fixrt", "enable", {"ON": "1", "OFF": None})
     arm = matrix.Arm("a", "mlx-lm", matrix.ArmSource("pypi", "x"), "patched", activate=act)
-    env = arms.worker_env(arm, {"OFF": "1", "KEEP": "k", "MLAGATE_ACTIVATE": "stale"})
+    env = worker_env({"OFF": "1", "KEEP": "k", "MLAGATE_ACTIVATE": "stale"}, arm.activate)
     assert env["ON"] == "1" and "OFF" not in env and env["KEEP"] == "k"
     assert json.loads(env["MLAGATE_ACTIVATE"])["function"] == "enable"
     plain = matrix.Arm("b", "mlx-lm", matrix.ArmSource("pypi", "x"), "stock")
-    assert arms.worker_env(plain, {"MLAGATE_ACTIVATE": "stale"}) == {}
+    assert worker_env({"MLAGATE_ACTIVATE": "stale"}, plain.activate) == {}
 
 
 BAD = [

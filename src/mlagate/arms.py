@@ -31,7 +31,6 @@ from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of 
     tree_digest,
 )
 from mlagate.matrix import Arm, Matrix, Runtime
-from mlagate.worker.activation import ACTIVATE_ENV
 
 LAYOUT = 1
 
@@ -160,24 +159,6 @@ def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
     manifest = json.loads((path / "arm.json").read_text())
     notes = tuple(manifest.get("notes", ()))
     return ArmInstall(arm, runtime, path.name, path, manifest["version"], notes)
-
-
-def worker_env(arm: Arm, env: dict[str, str]) -> dict[str, str]:
-    """The environment of an arm's worker: env with the arm's activation (its variables set,
-    or unset where null, and ACTIVATE_ENV saying what the worker imports and calls)."""
-    out = {k: v for k, v in env.items() if k != ACTIVATE_ENV}
-    act = arm.activate
-    if act is None:
-        return out
-    for name, value in act.env.items():
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = value
-    out[ACTIVATE_ENV] = json.dumps(
-        {"module": act.module, "function": act.function, "env": dict(act.env)}
-    )
-    return out
 
 
 def materialise_all(

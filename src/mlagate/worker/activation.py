@@ -21,6 +21,24 @@ from mlagate.worker import importers, probes
 ACTIVATE_ENV = "MLAGATE_ACTIVATE"
 
 
+def worker_env(env: dict[str, str], act) -> dict[str, str]:
+    """The environment of an arm's worker (run by the parent): env with the arm's activation
+    (a matrix Activation, or None): its variables set, or unset where None, and ACTIVATE_ENV
+    saying what the worker imports and calls."""
+    out = {k: v for k, v in env.items() if k != ACTIVATE_ENV}
+    if act is None:
+        return out
+    for name, value in act.env.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    out[ACTIVATE_ENV] = json.dumps(
+        {"module": act.module, "function": act.function, "env": dict(act.env)}
+    )
+    return out
+
+
 def activate(arm_dir: str, package: str, env: dict) -> dict | None:
     """Run the activation ACTIVATE_ENV names (None without one); what it did, for the
     fingerprint."""
