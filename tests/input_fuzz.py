@@ -204,6 +204,10 @@ def _two_files_one_case(d: Path) -> None:
     run_folder(d, rows=[result(), result(reason="again")])
 
 
+def _two_files_one_case_no_runner(d: Path) -> None:
+    run_folder(d, rows=[result(runner=DROP), result(runner=DROP, reason="again")])
+
+
 def _two_shards(runner: str):
     """Two shards whose result files share a name: on 8dd4a35 merge named the second copy after
     its runner."""
@@ -313,6 +317,17 @@ def document_cases(n: int, seed: int = 27) -> list[Case]:
             )
         )
     merge_argv, merge_owned = VERBS["merge"]
+    pool.append(
+        Case(
+            "documents",
+            "merge: one case id in two files of one folder, neither with a runner",
+            merge_argv,
+            _two_files_one_case_no_runner,
+            True,
+            (2,),
+            merge_owned,
+        )
+    )
     for runner in ("{d}/outside/evil", "../../outside/evil"):
         pool.append(
             Case(

@@ -146,7 +146,7 @@ def _collect(
             key = (row.get("runner", ""), row["case_id"])
             if key in seen:
                 raise MergeError(
-                    f"case {row['case_id']} on runner {row['runner']} is in two result files: "
+                    f"case {row['case_id']} on runner {key[0] or '?'} is in two result files: "
                     f"{seen[key]} and {path}"
                 )
             seen[key] = path
