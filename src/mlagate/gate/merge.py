@@ -196,14 +196,16 @@ def _copy(rows: list[tuple[dict, Path]], dirs: list[Path], out: Path) -> None:
     """The result files into OUT/results/ (a name taken twice gets a number in front) and each
     directory's logs into OUT/logs/<directory name>/. Names are never taken from documents; a
     link or special file in logs/ refuses the merge before anything is copied."""
-    logs = []
+    logs, taken = [], set()
     for d in dirs:
         src = Path(d) / "logs"
         if os.path.lexists(src):
+            name = base = safefiles.safe_name(Path(d).resolve().name)
+            while name in taken:  # two sources of one name: logs/run, logs/run-2
+                name = f"{base}-{len(taken) + 1}"
+            taken.add(name)
             try:
-                logs.append(
-                    (src, safefiles.tree_files(src), safefiles.safe_name(Path(d).resolve().name))
-                )
+                logs.append((src, safefiles.tree_files(src), name))
             except safefiles.UnsafePath as exc:
                 raise MergeError(str(exc)) from None
     target = out / "results"
