@@ -9,12 +9,19 @@ from mlagate import documents
 
 GOOD = {
     "result": {
-        "schema": "mlagate.result/1",
+        "schema": "mlagate.result/2",
         "case_id": "c",
         "suite": "s",
         "module": "m",
         "arm": "a",
         "verdict": "pass",
+        "expected": "pass",
+        "control": False,
+        "expected_kinds": [],
+        "retry": False,
+        "failure": None,
+        "attempts": [],
+        "health": None,
     },
     "manifest": {
         "schema": "mlagate.manifest/1",

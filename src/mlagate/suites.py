@@ -4,6 +4,10 @@ file and a matrix:
 - GATES: the `gates` keys it takes, typed with mlagate.gates (required);
 - CONTROLS_FAIL: a control arm must fail it (the suite detects the single-query guard that
   stock and base arms carry);
+- FAILURE_KINDS: the kinds of failure its test can produce (snake_case ids; mlagate.harness
+  Failed carries them, `runtime_raised` is the policy's);
+- CONTROL_KINDS: with CONTROLS_FAIL, the kinds a control arm's defect produces (a control
+  failing with another kind is a changed failure);
 - PLAN_CHECK: what a sparse suite can tell before running, from a geometry's pool width and
   top-k and the gates (a grid that cannot cover what the suite needs is refused when the
   matrix is read);
@@ -68,6 +72,27 @@ class Descriptor:
     order: int = 1000
     key_figures: tuple[KeyFigure, ...] = ()
     plots: PlotSection | None = None
+    failure_kinds: tuple[str, ...] = ()
+    control_kinds: tuple[str, ...] = ()
+
+
+def _kinds(module, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """FAILURE_KINDS and CONTROL_KINDS, checked: snake_case ids, controls' among the suite's."""
+    kinds = getattr(module, "FAILURE_KINDS", ("runtime_raised",))
+    control = getattr(module, "CONTROL_KINDS", ())
+    for name, value in (("FAILURE_KINDS", kinds), ("CONTROL_KINDS", control)):
+        if not isinstance(value, (tuple, list)) or not all(
+            isinstance(k, str) and k.isidentifier() and k == k.lower() for k in value
+        ):
+            raise DescriptorError(f"{path}: {name} must be a sequence of snake_case ids")
+    stray = [k for k in control if k not in kinds]
+    if stray:
+        raise DescriptorError(f"{path}: CONTROL_KINDS {stray[0]!r} is not in FAILURE_KINDS")
+    if bool(getattr(module, "CONTROLS_FAIL", False)) and not control:
+        raise DescriptorError(
+            f"{path}: CONTROLS_FAIL needs CONTROL_KINDS (the kinds a control's defect produces)"
+        )
+    return tuple(kinds), tuple(control)
 
 
 @functools.cache
@@ -102,6 +127,7 @@ def load(path: Path) -> Descriptor:
         order,
         figures,
         plots,
+        *_kinds(module, path),
     )
 
 

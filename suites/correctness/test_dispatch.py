@@ -5,6 +5,7 @@ L and T where it happened.
 """
 
 from mlagate import crossover, gates
+from mlagate.harness import check
 
 GATES = {
     "warm_caches": gates.List(
@@ -13,6 +14,8 @@ GATES = {
     "widths": gates.List(gates.Int(2, 1 << 16)),  # speculative verify widths
 }
 CONTROLS_FAIL = True  # a single-query guard materialises every verify width on a warm cache
+FAILURE_KINDS = ("wrong_path", "guards_disagree", "runtime_raised")
+CONTROL_KINDS = ("wrong_path",)  # the guard takes the materialised path, both guards agreeing
 
 
 def test_dispatch(mla):
@@ -35,6 +38,7 @@ def test_dispatch(mla):
                     "path": obs["path"],
                     "expected": expected,
                     "why": f"the query fold and the output unfold disagree: {ops}",
+                    "kind": "guards_disagree",
                 }
             )
         elif obs["path"] != expected:
@@ -45,14 +49,24 @@ def test_dispatch(mla):
                     "path": obs["path"],
                     "expected": expected,
                     "why": f"took {obs['path']}, the formula says {expected}",
+                    "kind": "wrong_path",
                 }
             )
     mla.metric("first_wrong", wrong[0] if wrong else None)
     mla.metric("wrong_steps", len(wrong))
-    assert not wrong, (
-        f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} "
-        f"({len(wrong)} of {len(steps)} steps wrong)"
-    )
+    if wrong:
+        check(
+            [
+                (
+                    w["kind"],
+                    f"first wrong choice at L={w['L']} T={w['T']}: {w['why']} "
+                    f"({len(wrong)} of {len(steps)} steps wrong)",
+                )
+                for w in wrong
+            ],
+            shown=1,
+            first={k: wrong[0][k] for k in ("L", "T", "path", "expected")},
+        )
 
 
 ORDER = 30  # where the report lists it among the correctness suites

@@ -10,9 +10,10 @@ on first use is then traced on fewer keys than a sparse indexer's top-k, not on 
 """
 
 from mlagate import gates
-from mlagate.harness import Invalid
+from mlagate.harness import Invalid, check
 from mlagate.harness.supervisor import RuntimeRaised
 
+FAILURE_KINDS = ("wrong_path", "guards_disagree", "runtime_raised")
 GATES = {
     "widths": gates.List(gates.Int(1, 4096)),  # query widths observed
     "forced_width": gates.Int(2, 4096),  # the width at which each path is forced
@@ -33,15 +34,18 @@ def test_probes(mla):
             paths[f"L={L},T={T}"] = obs["path"]
             if obs["path"] not in ("absorbed", "materialised"):
                 problems.append(
-                    f"L={L} T={T}: no single path ({obs['path']}: "
-                    f"{[c['ops'] for c in obs['calls']]})"
+                    (
+                        "guards_disagree",
+                        f"L={L} T={T}: no single path ({obs['path']}: "
+                        f"{[c['ops'] for c in obs['calls']]})",
+                    )
                 )
     mla.metric("paths", paths)
 
     forced_key, info = mla.build(forced=True)
     mla.metric("guards", info["guards"])
     if not info["guards"]:
-        assert not problems, "; ".join(problems)
+        check(problems)
         raise Invalid(
             "unforceable: no `if` around self.embed_q/self.unembed_out in "
             f"{mla.module.attention_for(mla.case.arm)}"
@@ -52,16 +56,24 @@ def test_probes(mla):
             obs = mla.step(forced_key, warm, forced_width, force=path)
         except RuntimeRaised as exc:
             forced[path] = "raised"
-            problems.append(f"forced {path} at L={forced_width} T={warm}: the runtime raised {exc}")
+            problems.append(
+                (
+                    "runtime_raised",
+                    f"forced {path} at L={forced_width} T={warm}: the runtime raised {exc}",
+                )
+            )
             continue
         forced[path] = obs["path"]
         if obs["path"] != path:
             problems.append(
-                f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} "
-                f"({[c['ops'] for c in obs['calls']]})"
+                (
+                    "wrong_path",
+                    f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} "
+                    f"({[c['ops'] for c in obs['calls']]})",
+                )
             )
     mla.metric("forced", forced)
-    assert not problems, "; ".join(problems)
+    check(problems, shown=len(problems))
 
 
 ORDER = 10  # where the report lists it among the correctness suites

@@ -9,6 +9,7 @@ gates.ties says whether either path passes there ("either") or the strict form i
 """
 
 from mlagate import crossover, gates
+from mlagate.harness import check
 
 GATES = {
     "tie_search": gates.Int(1, 1 << 20),  # cache lengths searched for the first exact tie
@@ -18,6 +19,8 @@ GATES = {
     ),  # at an exact tie: either path, or materialised only
 }
 CONTROLS_FAIL = True  # a single-query guard sends the formula's boundary width to materialised
+FAILURE_KINDS = ("boundary_off", "wrong_path", "runtime_raised")
+CONTROL_KINDS = ("boundary_off",)  # only the widths next to the formula's boundary move
 
 
 def test_threshold(mla):
@@ -27,14 +30,14 @@ def test_threshold(mla):
     caches = sorted(
         set(mla.profile.cache_lengths) | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1])
     )
-    probes = [
+    boundary_probes = [
         (T, L)
         for T in caches
         for L in sorted(
             {crossover.widest_absorbed(T, r, n, v), crossover.widest_absorbed(T, r, n, v) + 1}
         )
     ]
-    probes += [(0, L) for L in gates["cold_widths"]]
+    probes = list(boundary_probes) + [(0, L) for L in gates["cold_widths"]]
     probes += [(mla.profile.cache_lengths[0], L) for L in mla.profile.prefill_widths]
     wrong, boundary = [], {}
     for T, L in probes:
@@ -50,8 +53,11 @@ def test_threshold(mla):
             ] = obs["path"] + (" (tie)" if tie else "")
         if not ok:
             wrong.append(
-                f"L={L} T={T}: took {obs['path']}, the formula says {expected}"
-                + (" (an exact tie)" if tie else "")
+                (
+                    "boundary_off" if (T, L) in boundary_probes else "wrong_path",
+                    f"L={L} T={T}: took {obs['path']}, the formula says {expected}"
+                    + (" (an exact tie)" if tie else ""),
+                )
             )
     mla.metric("boundary", boundary)
     mla.metric(
@@ -61,9 +67,7 @@ def test_threshold(mla):
             "table": crossover.table_threshold(r, n, v),
         },
     )
-    assert not wrong, "; ".join(wrong[:4]) + (
-        f" (+{len(wrong) - 4} more)" if len(wrong) > 4 else ""
-    )
+    check(wrong, shown=4)
 
 
 ORDER = 20  # where the report lists it among the correctness suites

@@ -17,7 +17,7 @@ are reported for every arm.
 """
 
 from mlagate import gates, results, stats, suites
-from mlagate.harness import Invalid
+from mlagate.harness import Failed, Invalid
 from mlagate.report import plots
 
 GATES = {
@@ -26,6 +26,8 @@ GATES = {
     "samples": gates.Samples(),  # timed samples per width and cache length (the intervals decide)
 }
 CONTROLS_FAIL = True  # a single-query guard makes the second query re-expand the whole cache
+FAILURE_KINDS = ("too_slow", "runtime_raised")
+CONTROL_KINDS = ("too_slow",)
 
 
 def test_marginal_cost(mla):
@@ -74,9 +76,11 @@ def test_marginal_cost(mla):
     bound = gates["max_relative"]
     mla.metric("gate", {"relative_marginal": rel, "ci": (lo, hi), "T": hi_t, "bound": bound})
     if lo > bound:
-        raise AssertionError(
+        raise Failed(
+            ["too_slow"],
             f"at T={hi_t} the second query costs {rel:.1f} decode steps (interval "
-            f"{lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache"
+            f"{lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache",
+            {"relative_marginal": rel, "T": hi_t, "bound": bound},
         )
     if hi > bound:
         raise Invalid(
