@@ -1,5 +1,7 @@
-"""The command line: a thin shell over the verbs of mlagate.commands. Exit status 2 for bad
-input (one line, no traceback), 3 when a run is refused."""
+"""The command line: a thin shell over the verbs of mlagate.commands, with one exit-code table
+for every verb (mlagate.outcomes, docs/gate.md): 0 green, 1 red, 2 bad input or usage (one
+line, no traceback), 3 could not measure or missing (a refusal to measure on an unfit machine
+among them), 130 interrupted, 141 the reader went away."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import os
 import signal
 import sys
 
-from mlagate import __version__, packs, results
+from mlagate import __version__, outcomes, packs, results
 from mlagate import arms as arms_mod
 from mlagate.commands import args as cargs
 from mlagate.commands import arms, compare, costs, health, merge, plan, report, run, runopts, scan
@@ -74,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         return VERBS[args.command].main(args)
     except BAD_INPUT as exc:
         print(f"mlagate: error: {exc}", file=sys.stderr)
-        return 2
-    except runopts.Refused as exc:
+        return outcomes.BAD_INPUT
+    except runopts.Refused as exc:  # nothing measured: the machine could not give a verdict
         print(f"mlagate: refused: {exc}", file=sys.stderr)
-        return 3
+        return outcomes.NOT_MEASURED
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
-        return 2
+        return outcomes.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`mlagate plan | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE

@@ -208,7 +208,7 @@ def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
     return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
 
 
-def _signature(r: dict) -> str:
+def signature(r: dict) -> str:
     """What the reason leaves out: the failure kind, and the attempts of a flaky case."""
     failure = r.get("failure") or {}
     kind = f" [kind: {', '.join(failure['kinds'])}]" if failure.get("kinds") else ""
@@ -222,6 +222,33 @@ def _signature(r: dict) -> str:
             + "]"
         )
     return kind
+
+
+def upgraded_line(rows: list[dict]) -> str | None:
+    """One line on results read through an upgrade (mlagate.upgrade): how many, from what."""
+    older: dict[str, int] = {}
+    for r in rows:
+        if r.get("upgraded_from"):
+            older[r["upgraded_from"]] = older.get(r["upgraded_from"], 0) + 1
+    if not older:
+        return None
+    return (
+        "upgraded: "
+        + ", ".join(f"{n} results written as {s}" for s, n in sorted(older.items()))
+        + f", read as {SCHEMA} (their failure kinds were not recorded: any kind confirms)"
+    )
+
+
+def unfit_line(rows: list[dict]) -> str | None:
+    """One line on performance results timed on a machine whose health checks failed."""
+    unfit = [r for r in rows if (r.get("health") or {}).get("fit") is False]
+    if not unfit:
+        return None
+    kept = sum(bool(r["health"]["override"]) for r in unfit)
+    return (
+        f"machine unfit for timings: {len(unfit)} performance results, "
+        f"{len(unfit) - kept} made invalid, {kept} kept by an explicit override (--allow-unfit)"
+    )
 
 
 def table(summary: Summary) -> str:
@@ -246,14 +273,18 @@ def table(summary: Summary) -> str:
             f"{outcomes.outcome(r):15} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
             f"{r['arm']:26} {geo:20} "
         )
-        lines += wrapped(head, r["reason"] + _signature(r))
+        lines += wrapped(head, r["reason"] + signature(r))
     for cid in summary.missing:
         lines.append(
             f"{'missing':15} {'':8} {cid} (no result was written: the case crashed before it "
             "finished)"
         )
-    controls = outcomes.controls_line(summary.rows)
-    if controls:
-        lines.append(controls)
+    for line in (
+        outcomes.controls_line(summary.rows),
+        upgraded_line(summary.rows),
+        unfit_line(summary.rows),
+    ):
+        if line:
+            lines.append(line)
     lines.append(gate_line(summary))
     return "\n".join(lines)
