@@ -145,7 +145,7 @@ def merge(
                     {"case_id": r["case_id"], "source": name, "started": r.get("started")}
                 )
     earlier: dict[tuple[str, str], list[dict]] = {}
-    for name, rows_ in sources:
+    for _, rows_ in sources:
         for r in rows_:
             key = (r.get("runner") or "", r["case_id"])
             if chosen[key][0] is not r:
