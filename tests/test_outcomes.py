@@ -401,3 +401,24 @@ def test_a_planted_flaky_case_is_flaky_in_the_table_report_junit_and_history(
     assert "flaky: " in (html / "index.html").read_text()
     index = (hist / "index.html").read_text()
     assert "<th>flaky</th>" in index and "<td>1</td>" in index
+
+
+def test_merge_machine_and_compare_documents_go_through_the_one_loader(tmp_path, capsys):
+    run = tmp_path / "run" / "results"
+    run.mkdir(parents=True)
+    (run / "c.json").write_text(json.dumps(_row("pass")))
+    (tmp_path / "run" / "merge.json").write_text(json.dumps({"schema": "mlagate.merge/1"}))
+    with pytest.raises(merged_doc.ReportError, match="merge.json: <root>: missing key 'sources'"):
+        merged_doc.merge_gaps([tmp_path / "run"])
+    (tmp_path / "run" / "merge.json").unlink()
+    (tmp_path / "run" / "machine.json").write_text(
+        json.dumps({"schema": "mlagate.machine/1", "cores": "many"})
+    )
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "html")]) == 0
+    assert "machine.json: cores: 'many' is not of type" in capsys.readouterr().err
+    from mlagate.gate import compare
+
+    doc = compare.compare([_row("pass")], [_row("fail")]).to_json()
+    assert documents.validate(dict(doc, a="A", b="B"), "compare", "compare")["worse"] > 0
+    with pytest.raises(documents.DocumentError, match="compare: worse: "):
+        documents.validate(dict(doc, a="A", b="B", worse=-1), "compare", "compare")

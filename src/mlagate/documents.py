@@ -1,5 +1,6 @@
 """The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
-run plans, cost tables, history figures, arm content manifests and kill matrices.
+run plans, cost tables, history figures, arm content manifests, kill matrices, merge records,
+machine records and comparisons.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against
 deep nesting and huge numbers, and validated against its JSON Schema (src/mlagate/schemas/,
@@ -33,6 +34,9 @@ KINDS = {
     "arm-content": "mlagate.arm-content/1",
     "run-plan": "mlagate.run-plan/1",
     "kill-matrix": "mlagate.mutate/1",
+    "merge": "mlagate.merge/1",
+    "machine": "mlagate.machine/1",
+    "compare": "mlagate.compare/1",
 }
 
 

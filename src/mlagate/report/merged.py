@@ -219,9 +219,9 @@ def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ReportError(f"{path}: not a readable merge record ({exc})") from None
+            data = documents.load(path, "merge")
+        except documents.DocumentError as exc:
+            raise ReportError(str(exc)) from None
         for key in gaps:
             gaps[key] += [str(x) for x in data.get(key) or []]
     return gaps
