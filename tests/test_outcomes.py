@@ -408,7 +408,7 @@ def test_merge_machine_and_compare_documents_go_through_the_one_loader(tmp_path,
     run.mkdir(parents=True)
     (run / "c.json").write_text(json.dumps(_row("pass")))
     (tmp_path / "run" / "merge.json").write_text(json.dumps({"schema": "mlagate.merge/1"}))
-    with pytest.raises(merged_doc.ReportError, match="merge.json: <root>: missing key 'sources'"):
+    with pytest.raises(merged_doc.ReportError, match="merge.json: <root>: missing key 'missing'"):
         merged_doc.merge_gaps([tmp_path / "run"])
     (tmp_path / "run" / "merge.json").unlink()
     (tmp_path / "run" / "machine.json").write_text(

@@ -18,6 +18,7 @@ from mlagate import outcomes
 
 SCHEMA = "mlagate.result/2"
 VERDICTS = ("pass", "fail", "invalid", "argued")
+UNCLASSIFIED = {"kind": "unclassified", "kinds": ["unclassified"], "details": {}}  # no kind given
 HEALTH_ENV = "MLAGATE_HEALTH"  # mlagate run's performance health record, for the pytest process
 
 
@@ -87,12 +88,12 @@ class Result:
             "profile": c["profile"],
             "runner": c["runner"],
             "verdict": self.verdict,
-            "expected": c.get("expected") or "pass",
+            "expected": c.get("expected") or ("argued" if self.verdict == "argued" else "pass"),
             "expectation": c.get("expectation", ""),
             "control": bool(c.get("control")),
             "expected_kinds": list(c.get("expected_kinds") or ()),
             "retry": bool(c.get("retry")),
-            "failure": self.failure if self.verdict == "fail" else None,
+            "failure": (self.failure or UNCLASSIFIED) if self.verdict == "fail" else None,
             "attempts": self.attempts,
             "health": self.health,
             "evidence": self.evidence,
