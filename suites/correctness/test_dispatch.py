@@ -65,6 +65,7 @@ def test_dispatch(mla):
                 for w in wrong
             ],
             shown=1,
+            more=False,  # the text counts them
             first={k: wrong[0][k] for k in ("L", "T", "path", "expected")},
         )
 

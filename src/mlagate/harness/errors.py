@@ -24,11 +24,12 @@ class Failed(AssertionError):
         self.details = dict(details or {})
 
 
-def check(problems: Sequence[Problem], shown: int = 3, **details) -> None:
-    """Fail on the problems found, (kind, text) each: the first `shown` texts, their kinds."""
+def check(problems: Sequence[Problem], shown: int = 3, more: bool = True, **details) -> None:
+    """Fail on the problems found, (kind, text) each: the first `shown` texts (and, with more,
+    how many were left out), their kinds."""
     if not problems:
         return
-    more = f" (+{len(problems) - shown} more)" if len(problems) > shown else ""
+    more = f" (+{len(problems) - shown} more)" if more and len(problems) > shown else ""
     counts: dict[str, int] = {}
     for kind, _ in problems:
         counts[kind] = counts.get(kind, 0) + 1
