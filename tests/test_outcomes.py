@@ -422,3 +422,25 @@ def test_merge_machine_and_compare_documents_go_through_the_one_loader(tmp_path,
     assert documents.validate(dict(doc, a="A", b="B"), "compare", "compare")["worse"] > 0
     with pytest.raises(documents.DocumentError, match="compare: worse: "):
         documents.validate(dict(doc, a="A", b="B", worse=-1), "compare", "compare")
+
+
+def test_ctrl_c_on_a_run_exits_130(fake_matrix, fake_cache, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "MLAGATE_CACHE": str(fake_cache)}
+    argv = [sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out"]
+    proc = subprocess.Popen(
+        [*argv, str(tmp_path / "o")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "o" / "plan.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the run has planned and is starting its workers
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert b"mlagate: interrupted; results written so far are kept" in err
+    assert b"Traceback" not in err
