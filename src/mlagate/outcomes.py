@@ -15,8 +15,9 @@ expectation.
   removed, as a strict xfail);
 - invalid: the harness could not measure; missing: no result was written.
 
-Exit status (EXIT): 0 when every case is as expected (or flaky where its suite may retry), 1 on
-any red outcome, 3 when only invalid or missing cases stand in the way.
+Exit status (the table below, docs/gate.md): 0 when every case is as expected (or flaky where
+its suite may retry), 1 on any red outcome, 3 when only invalid or missing cases stand in the
+way.
 """
 
 from __future__ import annotations

@@ -250,13 +250,6 @@ class CaseRun(Shapes, Timing):
             },
         }
 
-    def fail(self, kind: str, message: str, **details) -> None:
-        """Fail the case with one of the suite's declared failure kinds."""
-        declared = self.ctx.matrix.suites[self.case.suite].failure_kinds
-        if kind not in declared:
-            raise ValueError(f"failure kind {kind!r} is not among the suite's {declared}")
-        raise Failed([kind], message, details)
-
     def finish(
         self, verdict: str, reason: str = "", stderr: str = "", failure: dict | None = None
     ) -> Path:
