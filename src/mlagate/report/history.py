@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, safefiles, stats
+from mlagate import documents, outcomes, safefiles, stats
 from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
@@ -61,6 +61,7 @@ def _figures(folder: Path) -> dict | None:
         "commit": merged["commit"],
         "commit_time": merged.get("commit_time"),
         "counts": merged["counts"],
+        "outcomes": outcomes.counts(merged["results"]),
         "figures": cat.key_figures(merged["results"]),
         "labels": {fid: list(lu) for fid, lu in _labels(cat).items()},
     }
