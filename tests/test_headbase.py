@@ -27,40 +27,136 @@ def verdicts(out):
     return {(r["suite"], r["arm"]): r["verdict"] for r in rows}
 
 
-def test_a_head_that_fixes_the_guard_passes(tmp_path, head_matrix, run_cli, fake_cache):
+def head_run(run_cli, repo, matrix, cache, *more, out=None, cwd=None):
+    argv = ["run", "--head", repo, "--matrix", matrix, "--suite", "dispatch", *more]
+    return run_cli(*argv, *(["--out", out] if out else []), cache=cache, cwd=cwd)
+
+
+def outcome_lines(stdout: str) -> list[str]:
+    """The head run's table rows: outcome, head's verdict, base's verdict, suite, module,
+    geometry."""
+    found = []
+    for ln in stdout.splitlines():
+        for o in ("fixed by this change", "regression", "still failing as on base", "as expected"):
+            if ln.startswith(o + " "):
+                found.append(" ".join([o, *ln[len(o) :].split()[:5]]))
+    return found
+
+
+def test_a_head_that_fixes_the_guard_is_fixed_by_this_change(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
     repo = runtime_repo(tmp_path / "rt", "fix")
     out = tmp_path / "out"
     proc = run_cli(
-        "run",
-        "--head",
-        repo,
-        "--base",
-        "main",
-        "--matrix",
-        head_matrix,
-        "--out",
-        out,
+        "run", "--head", repo, "--base", "main", "--matrix", head_matrix, "--out", out,
         cache=fake_cache,
-    )
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"against base {git(repo, 'rev-parse', 'main')[:12]} (fakemla): fake/good" in proc.stdout
+    # every case head runs also ran on base (l1_unchanged compares head with base itself)
     assert verdicts(out) == {
         ("dispatch", "head"): "pass",
+        ("dispatch", "base"): "fail",
         ("l1_unchanged", "head"): "pass",
         ("marginal_cost", "head"): "pass",
+        ("marginal_cost", "base"): "fail",
     }
+    assert outcome_lines(proc.stdout)[:2] == [
+        "fixed by this change pass fail dispatch fake/good tiny",
+        "fixed by this change pass fail marginal_cost fake/good tiny",
+    ], proc.stdout
+    assert (
+        "gate: green: this change fixes 2, breaks 0, leaves 0 failing as on main (1 new case, "
+        "judged by expectations)" in proc.stdout
+    ), proc.stdout
+    record = json.loads((out / "headbase" / "head-run.json").read_text())
+    assert record["head"]["commit"] == git(repo, "rev-parse", "HEAD")
+    assert record["base"] == {
+        "ref": "main", "commit": git(repo, "rev-parse", "main"), "label": "main"
+    }  # fmt: skip
 
 
-def test_a_head_that_reintroduces_l_equals_1_is_red(tmp_path, head_matrix, run_cli, fake_cache):
+def test_a_head_that_reintroduces_l_equals_1_is_a_regression(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
     repo = runtime_repo(tmp_path / "rt", "regress")
     out = tmp_path / "out"
-    proc = run_cli("run", "--head", repo, "--matrix", head_matrix, "--out", out, cache=fake_cache)
+    proc = head_run(run_cli, repo, head_matrix, fake_cache, out=out)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    found = verdicts(out)
-    assert found[("dispatch", "head")] == "fail" and found[("marginal_cost", "head")] == "fail", (
-        found
-    )
+    assert outcome_lines(proc.stdout) == ["regression fail pass dispatch fake/good tiny"]
+    assert "gate: red: this change fixes 0, breaks 1, leaves 0 failing as on main" in proc.stdout
     assert "replay dispatch::fake/good::head::tiny::float32::cpu" in proc.stdout
+
+
+def test_an_unrelated_head_leaves_the_guard_failing_as_on_base_green_unless_strict(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
+    repo = runtime_repo(tmp_path / "rt", "unrelated")
+    proc = head_run(run_cli, repo, head_matrix, fake_cache, out=tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outcome_lines(proc.stdout) == [
+        "still failing as on base fail fail dispatch fake/good tiny"
+    ]
+    assert "gate: green: this change fixes 0, breaks 0, leaves 1 failing as on main" in proc.stdout
+    strict = head_run(run_cli, repo, head_matrix, fake_cache, "--strict", out=tmp_path / "o2")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert (
+        "gate: red: this change fixes 0, breaks 0, leaves 1 failing as on main (--strict: still "
+        "failing is red)" in strict.stdout
+    )
+
+
+def test_out_defaults_to_reports_head_and_never_lies_inside_head(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
+    repo = runtime_repo(tmp_path / "rt", "fix")
+    (tmp_path / "here").mkdir()
+    proc = head_run(run_cli, repo, head_matrix, fake_cache, cwd=tmp_path / "here")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "here" / "reports" / "head" / "results").is_dir()
+    inside = head_run(run_cli, repo, head_matrix, fake_cache, out=repo / "o")
+    assert (inside.returncode, inside.stderr) == (
+        2,
+        f"mlagate: error: --out {repo / 'o'}: lies inside --head {repo}; choose a folder "
+        "outside the checkout (base's tree written there would be read as part of head)\n",
+    )
+
+
+def test_committed_links_in_base(tmp_path, head_matrix, run_cli, fake_cache):
+    """A link inside the tree is kept; one pointing outside it is left out with a warning, or
+    refused in one line when it lies in the runtime's package."""
+    repo = runtime_repo(tmp_path / "rt", "fix")
+    git(repo, "checkout", "--quiet", "main")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "init.py").symlink_to("../fakemla/__init__.py")
+    (repo / "docs" / "etc").symlink_to("/etc/hostname")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "links")
+    git(repo, "checkout", "--quiet", "pr")
+    git(repo, "rebase", "--quiet", "main")
+    out = tmp_path / "out"
+    proc = head_run(run_cli, repo, head_matrix, fake_cache, out=out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "mlagate: warning: base's tree leaves out 1 link(s) pointing outside the checkout: "
+        "docs/etc\n" in proc.stderr
+    )
+    assert (out / "headbase" / "base" / "docs" / "init.py").is_symlink()
+    git(repo, "checkout", "--quiet", "main")
+    (repo / "fakemla" / "etc").symlink_to("/etc/hostname")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "a link in the package")
+    git(repo, "checkout", "--quiet", "pr")
+    git(repo, "rebase", "--quiet", "main")
+    refused = head_run(run_cli, repo, head_matrix, fake_cache, out=tmp_path / "o2")
+    commit = git(repo, "rev-parse", "main")[:12]
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"mlagate: error: --head {repo}: commit {commit}: fakemla/etc links outside the "
+        "checkout, inside the runtime's package fakemla/ (base could not be imported as "
+        "committed)\n",
+    )
 
 
 def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(

@@ -30,6 +30,7 @@ KINDS = {
     "arm-content": "mlagate.arm-content/1",
     "run-plan": "mlagate.run-plan/1",
     "kill-matrix": "mlagate.mutate/1",
+    "head-run": "mlagate.head-run/1",
 }
 
 

@@ -8,14 +8,32 @@
   removed, as a strict xfail);
 - invalid: the harness could not measure; missing: no result was written.
 
+A head run (mlagate run --head) judges each case of head against the same case on base
+(`relative`): fixed by this change (fail on base, pass on head), regression (pass on base, fail
+on head), still failing as on base (fail on both: red only when asked, `is_red(.., strict)`);
+a head case with no base counterpart is a *new case*, judged by its expectation as above.
+
 Exit status: 0 when every case is as expected, 1 on any regression, lost control or fixed,
 3 when only invalid or missing cases stand in the way.
 """
 
 from __future__ import annotations
 
-OUTCOMES = ("as expected", "regression", "lost control", "fixed", "invalid", "missing")
-RED = ("regression", "lost control", "fixed")
+OUTCOMES = (
+    "as expected",
+    "fixed by this change",
+    "regression",
+    "still failing as on base",
+    "changed failure",
+    "flaky",
+    "lost control",
+    "fixed",
+    "invalid",
+    "missing",
+)
+RED = ("regression", "changed failure", "flaky", "lost control", "fixed")
+FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
+NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
 
 
 def outcome(row: dict) -> str:
@@ -32,6 +50,32 @@ def outcome(row: dict) -> str:
     if expected == "fail" and verdict == "pass":
         return "lost control" if row.get("control") else "fixed"
     return "regression"  # e.g. a row argued where a measurement was planned
+
+
+def relative(head_row: dict, base_row: dict | None) -> str:
+    """What the change did to one case: head's verdict against base's on the same case.
+
+    Without a base verdict to compare with (a new case, or base invalid or missing) and where
+    head's own outcome says more than a verdict can (invalid, flaky, changed failure), head's
+    own outcome stands."""
+    own = outcome(head_row)
+    if base_row is None or own in ("invalid", "flaky", "changed failure"):
+        return own
+    head, base = head_row["verdict"], base_row["verdict"]
+    if (head, base) == ("pass", "fail"):
+        return FIXED_BY_CHANGE
+    if (head, base) == ("fail", "pass"):
+        return "regression"
+    if (head, base) == ("fail", "fail"):
+        return STILL_FAILING
+    if head == base == "pass":
+        return "as expected"
+    return own  # base invalid or argued: nothing to compare with
+
+
+def is_red(name: str, strict: bool = False) -> bool:
+    """Whether an outcome keeps the gate red; with strict a case still failing as on base too."""
+    return name in RED or (strict and name == STILL_FAILING)
 
 
 def counts(rows: list[dict], missing: int = 0) -> dict[str, int]:
