@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -87,6 +88,17 @@ def test_a_head_that_reintroduces_l_equals_1_is_a_regression(
     assert outcome_lines(proc.stdout) == ["regression fail pass dispatch fake/good tiny"]
     assert "gate: red: this change fixes 0, breaks 1, leaves 0 failing as on main" in proc.stdout
     assert "replay dispatch::fake/good::head::tiny::float32::cpu" in proc.stdout
+    # the report of the run's folder: the job summary and JUnit tell the same outcome
+    report = run_cli("report", out, "--out", tmp_path / "html", "--commit", "c1")
+    assert report.returncode == 0, report.stdout + report.stderr
+    summary = (tmp_path / "html" / "summary.md").read_text()
+    assert "**gate red: this change fixes 0, breaks 1, leaves 0 failing as on main**" in summary
+    assert "| regression | fail | pass | dispatch | fake/good |" in summary, summary
+    junit = ET.parse(tmp_path / "html" / "junit.xml").getroot()
+    cases = junit.findall(".//testcase")
+    assert [c.get("name") for c in cases] == ["head/tiny/float32/cpu"]  # head's cases only
+    failure = cases[0].find("failure")
+    assert failure.get("type") == "regression" and "base: pass at " in failure.text
 
 
 def test_an_unrelated_head_leaves_the_guard_failing_as_on_base_green_unless_strict(

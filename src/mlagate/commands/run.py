@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import outcomes, results
+from mlagate import headrun, outcomes, results
 from mlagate.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
-from mlagate.gate import headbase, headrun, preflight, shard
+from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
 from mlagate.gate.errors import UsageError
 from mlagate.matrix import MatrixError, default_path
@@ -152,10 +152,11 @@ def _main(args) -> int:
     judged = headrun.of(args.out, outcome.summary.rows, _planned(outcome.summary))
     if judged is not None and (args.head is not None or target is not None):
         print(headrun.table(judged))
-        _print_replays(r for r in judged.rows if r["outcome"] != "as expected")
-        print(
-            f"results: {args.out / 'results'} (head's and base's; {args.out / 'headbase' / headrun.RECORD})"
+        _print_replays(
+            r for r in judged.rows if r["outcome"] not in ("as expected", headrun.FIXED_BY_CHANGE)
         )
+        record = args.out / "headbase" / headrun.RECORD
+        print(f"results: {args.out / 'results'} (head's and base's; what was compared: {record})")
         runopts.print_logs(outcome)
         return judged.exit_code
     print(results.table(outcome.summary))

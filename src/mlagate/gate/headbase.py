@@ -7,7 +7,7 @@ one the matrix already registers (same import path and class), so a known module
 registration and an unknown one is a one-line error naming what to add. The run's matrix is
 written to OUT/headbase/matrix.yaml (with base's tree beside it) so every replay command works;
 errors about it name the user's matrix. Every case runs on head and on base, and head's outcome
-is relative to base's verdict (mlagate.gate.headrun); the paired suites compare head with base.
+is relative to base's verdict (mlagate.headrun); the paired suites compare head with base.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from mlagate.gate import headrun
+from mlagate import headrun
 from mlagate.matrix import Matrix, load
 from mlagate.scan import guards as scanner
 
@@ -43,6 +43,7 @@ class HeadBase:
     base_commit: str
     user_matrix: Path  # the matrix the user gave, named in errors
     head_commit: str = ""
+    base_label: str = "base"  # how the summary names base ("main")
 
 
 def _git(path: Path, *args: str) -> str:
@@ -250,6 +251,22 @@ def user_message(text: str, hb: HeadBase) -> str:
     return re.sub(derived + r"(:\d+)?", f"{hb.user_matrix} (as derived for --head)", text)
 
 
+def base_label(head: Path, ref: str, commit: str) -> str:
+    """How the summary names base: the branch given (less origin/), else a branch that points at
+    the merge base (a pull request's base commit is its branch's tip), else the commit's start."""
+    if not re.fullmatch(r"[0-9a-f]{7,64}", ref):
+        return ref.removeprefix("origin/")
+    names = _git(
+        head, "for-each-ref", "--points-at", commit, "--format=%(refname:short)",
+        "refs/heads", "refs/remotes",
+    ).split()  # fmt: skip
+    names = sorted(
+        {n.removeprefix("origin/") for n in names if not n.endswith("HEAD")},
+        key=lambda n: (n not in ("main", "master"), n),
+    )
+    return names[0] if names else f"base {commit[:12]}"
+
+
 def head_commit(head: Path) -> str:
     """HEAD's commit, with "+edits" when the working tree differs from it (what is run is the
     working tree)."""
@@ -263,7 +280,7 @@ def prepare(
     matrix_path: Path, head: Path, base: str | None, out: Path, strict: bool = False
 ) -> HeadBase:
     """Write OUT/headbase/matrix.yaml (and base's tree) for a run of head against its merge base,
-    and OUT/headbase/head-run.json: what was compared with what (mlagate.gate.headrun)."""
+    and OUT/headbase/head-run.json: what was compared with what (mlagate.headrun)."""
     head = head.resolve()
     if not head.is_dir():
         raise HeadBaseError(f"--head {head}: no such directory")
@@ -287,6 +304,9 @@ def prepare(
         f"# written by mlagate run --head {head} --base {ref} (merge base {commit}) from "
         f"{matrix.path}\n" + yaml.safe_dump(doc, sort_keys=False)
     )
-    hb = HeadBase(target, tuple(sorted(modules)), runtime, commit, matrix.path, head_commit(head))
+    hb = HeadBase(
+        target, tuple(sorted(modules)), runtime, commit, matrix.path, head_commit(head),
+        base_label(head, ref, commit),
+    )  # fmt: skip
     headrun.write_record(where, hb, str(head), ref, strict)
     return hb

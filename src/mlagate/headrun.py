@@ -10,13 +10,13 @@ expectation. Base's rows are kept beside head's, each side with its commit (head
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import documents, outcomes, results
 
 HEAD, BASE = "head", "base"
+FIXED_BY_CHANGE = outcomes.FIXED_BY_CHANGE
 RECORD = "head-run.json"  # in OUT/headbase/
 SCHEMA = "mlagate.head-run/1"
 ORDER = (
@@ -38,7 +38,7 @@ def write_record(where: Path, hb, head_path: str, ref: str, strict: bool = False
     doc = {
         "schema": SCHEMA,
         "head": {"path": head_path, "commit": hb.head_commit},
-        "base": {"ref": ref, "commit": hb.base_commit, "label": base_label(ref, hb.base_commit)},
+        "base": {"ref": ref, "commit": hb.base_commit, "label": hb.base_label},
         "runtime": hb.runtime,
         "modules": list(hb.modules),
         "matrix": str(hb.user_matrix),
@@ -53,13 +53,6 @@ def read_record(out: Path) -> dict | None:
     """OUT's head-run record, or None when OUT is no head run."""
     path = Path(out) / "headbase" / RECORD
     return documents.load(path, "head-run") if path.is_file() else None
-
-
-def base_label(ref: str, commit: str) -> str:
-    """How the summary names base: the branch given (less origin/), else the commit's start."""
-    if re.fullmatch(r"[0-9a-f]{7,64}", ref):
-        return f"base {commit[:12]}"
-    return ref.removeprefix("origin/")
 
 
 def counterpart(case_id: str) -> str:
@@ -158,3 +151,41 @@ def gate_line(j: Judged) -> str:
     colour = "green" if j.exit_code == 0 else "red"
     strict = " (--strict: still failing is red)" if j.strict and o[outcomes.STILL_FAILING] else ""
     return f"gate: {colour}: {j.line()}{strict}; {shown or 'no cases'}"
+
+
+def for_report(sources: list[Path], rows: list[dict]) -> dict | None:
+    """What the report adds to the merged document of one head run's folder: the record, the
+    summary line, the outcome tally and each head case's outcome, base verdict and new-case
+    flag (`merged["head_run"]`); None for any other sources."""
+    if len(sources) != 1 or not Path(sources[0]).is_dir():
+        return None
+    record = read_record(Path(sources[0]))
+    if record is None:
+        return None
+    manifest = Path(sources[0]) / "manifest.json"
+    planned = documents.load(manifest, "manifest")["cases"] if manifest.is_file() else []
+    j = judge(
+        rows, planned or [r["case_id"] for r in rows], record["strict"], record["base"]["label"]
+    )
+    return {
+        **record,
+        "line": j.line(),
+        "exit_code": j.exit_code,
+        "outcomes": j.outcomes,
+        "missing": j.missing,
+        "cases": {
+            r["case_id"]: {
+                "outcome": r["outcome"],
+                "base": (r["base"] or {}).get("verdict"),
+                "new_case": r["new_case"],
+            }
+            for r in j.rows
+        },
+    }
+
+
+def outcome_in(head_run: dict | None, row: dict) -> str:
+    """A row's outcome in a report: relative to base for a head case of a head run, else its own
+    (mlagate.outcomes.outcome)."""
+    case = (head_run or {}).get("cases", {}).get(row["case_id"])
+    return case["outcome"] if case else outcomes.outcome(row)
