@@ -7,8 +7,9 @@ import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 from tests.fakert import fake_tree, git, runtime_repo
 
 
@@ -233,4 +234,90 @@ def test_bad_head_arguments_are_one_line_errors(
     )
     assert (proc.returncode, proc.stderr) == (2, f"mlagate: error: {message.format(**fill)}\n"), (
         proc.stdout + proc.stderr
+    )
+
+
+def shipped_trees(tmp_path):
+    """Head and base trees holding every mlx-lm module of the shipped matrix (one class each)."""
+    from mlagate import matrix
+
+    shipped = matrix.load(ROOT / "matrix.yaml")
+    modules = {m.id: m for m in shipped.modules.values() if m.runtime == "mlx-lm"}
+    for side in ("head", "base"):
+        for m in modules.values():
+            path = (tmp_path / side).joinpath(*m.import_path.split(".")).with_suffix(".py")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"class {m.attention}:\n    pass\n")
+    return shipped, {mid: m.attention for mid, m in modules.items()}
+
+
+def test_the_derived_shipped_matrix_keeps_only_what_its_modules_and_arms_need(tmp_path):
+    """The shipped matrix derived for an mlx-lm head: it parses (on main 8dd4a35 it did not:
+    its expectations named mlx-vlm modules); findings of the stock arm go to base (a skip also
+    to head), no mutants, checkpoints and suite module lists of the kept modules only."""
+    from mlagate import matrix
+    from mlagate.gate import headbase
+
+    shipped, found = shipped_trees(tmp_path)
+    doc = headbase.derive(shipped, "mlx-lm", tmp_path / "head", tmp_path / "base", found)
+    derived = matrix.parse(yaml.safe_dump(doc), tmp_path / "derived.yaml")
+    assert set(derived.arms) == {"head", "base"} and set(derived.modules) == set(found)
+    assert "mutants" not in doc
+    stock = {
+        (e.suite, e.module, e.verdict) for e in shipped.expectations if e.arm == "mlx-lm-0.32.2"
+    }
+    on_base = {(e.suite, e.module, e.verdict) for e in derived.expectations if e.arm == "base"}
+    assert on_base == stock
+    assert {(e.suite, e.module) for e in derived.expectations if e.arm == "head"} == {
+        (s, m) for s, m, v in stock if v == "skip"
+    }
+    assert {c.module for c in derived.checkpoints.values()} <= set(found)
+    assert all(set(s.modules or ()) <= set(found) for s in derived.suites.values())
+
+
+def test_a_module_base_does_not_define_runs_on_head_only(tmp_path):
+    from mlagate.gate import headbase
+
+    shipped, found = shipped_trees(tmp_path)
+    (tmp_path / "base" / "mlx_lm" / "models" / "kimi_k3.py").write_text("class Other:\n    pass\n")
+    doc = headbase.derive(shipped, "mlx-lm", tmp_path / "head", tmp_path / "base", found)
+    assert doc["modules"]["mlx-lm/kimi_k3"]["arms"] == ["head"]
+    assert doc["modules"]["mlx-lm/deepseek_v3"]["arms"] == ["head", "base"]
+
+
+@pytest.mark.parametrize(
+    "head, base, outcome",
+    [
+        ("pass", "fail", "fixed by this change"),
+        ("fail", "pass", "regression"),
+        ("fail", "fail", "still failing as on base"),
+        ("pass", "pass", "as expected"),
+        ("fail", None, "regression"),  # no counterpart: head's own expectation (pass)
+        ("pass", None, "as expected"),
+        ("invalid", "fail", "invalid"),
+        ("fail", "invalid", "regression"),  # base not measured: head's own outcome
+        ("argued", "argued", "as expected"),
+    ],
+)
+def test_relative_outcomes(head, base, outcome):
+    from mlagate import outcomes
+
+    row = {"verdict": head, "expected": "argued" if head == "argued" else "pass"}
+    other = None if base is None else {"verdict": base}
+    assert outcomes.relative(row, other) == outcome
+    assert outcomes.is_red(outcome) == (outcome == "regression")
+    assert outcomes.is_red(outcome, strict=True) == (
+        outcome in ("regression", "still failing as on base")
+    )
+
+
+def test_an_error_about_the_derived_matrix_names_the_users(tmp_path):
+    from mlagate.gate import headbase
+
+    hb = headbase.HeadBase(
+        tmp_path / "o" / "headbase" / "matrix.yaml", (), "fakemla", "c", tmp_path / "m.yaml"
+    )
+    text = f"{hb.matrix}:12: modules.fake/good.attention: no class X"
+    assert headbase.user_message(text, hb) == (
+        f"{tmp_path / 'm.yaml'} (as derived for --head): modules.fake/good.attention: no class X"
     )

@@ -49,6 +49,14 @@ def write_record(where: Path, hb, head_path: str, ref: str, strict: bool = False
     return path
 
 
+def retire(out: Path) -> None:
+    """Rename an earlier head run's record in OUT (to head-run.json.earlier), so that a plain run
+    in the same OUT is never reported as a head run."""
+    path = Path(out) / "headbase" / RECORD
+    if path.is_file():
+        path.replace(path.with_name(RECORD + ".earlier"))
+
+
 def read_record(out: Path) -> dict | None:
     """OUT's head-run record, or None when OUT is no head run."""
     path = Path(out) / "headbase" / RECORD

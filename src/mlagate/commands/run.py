@@ -127,6 +127,8 @@ def main(args) -> int:
 
 def _main(args) -> int:
     target = runopts.resume_target(args)
+    if args.head is None and target is None:
+        headrun.retire(args.out)  # a plain run in a head run's OUT is no head run
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
     spec = shard.parse_spec(args.shard) if args.shard else None

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from mlagate import headrun
+from mlagate.gate import outdir
 from mlagate.matrix import Matrix, load
 from mlagate.scan import guards as scanner
 
@@ -294,16 +295,17 @@ def prepare(
             "(base's tree written there would be read as part of head)"
         )
     ref = base or default_base(head)
-    base_tree = where / "base"
-    if base_tree.exists():
-        shutil.rmtree(base_tree)
-    commit = export_base(head, ref, base_tree, matrix.runtimes[runtime].package)
-    doc = derive(matrix, runtime, head, base_tree, modules)
-    target = where / "matrix.yaml"
-    target.write_text(
-        f"# written by mlagate run --head {head} --base {ref} (merge base {commit}) from "
-        f"{matrix.path}\n" + yaml.safe_dump(doc, sort_keys=False)
-    )
+    with outdir.hold(out):  # base's tree is rewritten: never under another run
+        base_tree = where / "base"
+        if base_tree.exists():
+            shutil.rmtree(base_tree)
+        commit = export_base(head, ref, base_tree, matrix.runtimes[runtime].package)
+        doc = derive(matrix, runtime, head, base_tree, modules)
+        target = where / "matrix.yaml"
+        target.write_text(
+            f"# written by mlagate run --head {head} --base {ref} (merge base {commit}) from "
+            f"{matrix.path}\n" + yaml.safe_dump(doc, sort_keys=False)
+        )
     hb = HeadBase(
         target, tuple(sorted(modules)), runtime, commit, matrix.path, head_commit(head),
         base_label(head, ref, commit),
