@@ -95,6 +95,9 @@ def test_a_head_that_reintroduces_l_equals_1_is_a_regression(
     summary = (tmp_path / "html" / "summary.md").read_text()
     assert "**gate red: this change fixes 0, breaks 1, leaves 0 failing as on main**" in summary
     assert "| regression | fail | pass | dispatch | fake/good |" in summary, summary
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert "<strong>gate red</strong>" in page
+    assert "<strong>this change fixes 0, breaks 1, leaves 0 failing as on main</strong>" in page
     junit = ET.parse(tmp_path / "html" / "junit.xml").getroot()
     cases = junit.findall(".//testcase")
     assert [c.get("name") for c in cases] == ["head/tiny/float32/cpu"]  # head's cases only

@@ -33,6 +33,7 @@ OUTCOMES = (
 )
 RED = ("regression", "changed failure", "flaky", "lost control", "fixed")
 FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
+RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
 NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
 
 

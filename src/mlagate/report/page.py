@@ -229,7 +229,9 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
         history_link=history_link,
         red=(merged["head_run"]["exit_code"] if merged.get("head_run") else outcomes.exit_code(oc))
         != 0,
-        gate=[(o, oc.get(o, 0)) for o in outcomes.OUTCOMES],
+        gate=[
+            (o, oc.get(o, 0)) for o in outcomes.OUTCOMES if o not in outcomes.RELATIVE or oc.get(o)
+        ],
         controls=outcomes.controls_line(rows),
         counts=merged["counts"],
         gaps=_gaps(merged),

@@ -36,7 +36,11 @@ def render(merged: dict, max_problems: int = 50) -> str:
         f"## mlagate: commit `{_md(merged['commit'])}`",
         "",
         f"**gate {'red' if red else 'green'}: "
-        + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES)
+        + ", ".join(
+            f"{oc.get(o, 0)} {o}"
+            for o in outcomes.OUTCOMES
+            if o not in outcomes.RELATIVE or oc.get(o)
+        )
         + "**",
         "",
         *([_md(controls), ""] if controls else []),
