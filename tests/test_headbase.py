@@ -324,3 +324,21 @@ def test_an_error_about_the_derived_matrix_names_the_users(tmp_path):
     assert headbase.user_message(text, hb) == (
         f"{tmp_path / 'm.yaml'} (as derived for --head): modules.fake/good.attention: no class X"
     )
+
+
+def test_an_error_of_the_run_names_the_users_matrix_not_the_derived_one(
+    tmp_path, head_matrix, run_cli, fake_cache
+):
+    text = head_matrix.read_text()
+    start, end = text.index("  marginal_cost:"), text.index("runners:")
+    head_matrix.write_text(text[:start] + text[end:])  # no performance suite
+    repo = runtime_repo(tmp_path / "rt", "fix")
+    proc = run_cli(
+        "run", "--head", repo, "--matrix", head_matrix, "--kind", "performance",
+        "--out", tmp_path / "out", cache=fake_cache,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"mlagate: error: --kind: {head_matrix} (as derived for --head) has no performance "
+        "suites\n",
+    ), proc.stderr
