@@ -217,6 +217,10 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
             "no-such-branch",
         ),
         (
+            ["--head", "{repo}", "--shard", "1/2"],
+            "--head: does not go with --shard (a case runs on head and base in one run)",
+        ),
+        (
             ["--head", "{repo}", "--arm", "x"],
             "--head chooses the arm and the modules: --arm and --module do not apply",
         ),

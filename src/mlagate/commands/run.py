@@ -85,6 +85,10 @@ def head(args) -> headbase.HeadBase:
         raise UsageError("--head chooses the arm and the modules: --arm and --module do not apply")
     if args.resume is not None:
         raise UsageError(f"--head: does not go with --resume (the run in {args.resume} fixes it)")
+    if args.shard:
+        raise UsageError(
+            "--head: does not go with --shard (a case runs on head and base in one run)"
+        )
     args.out = args.out or headbase.default_out(args.head)
     hb = headbase.prepare(
         args.matrix or default_path(), args.head, args.base, args.out, args.strict
