@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 import yaml
@@ -131,6 +133,12 @@ def test_out_defaults_to_reports_head_and_never_lies_inside_head(
     proc = head_run(run_cli, repo, head_matrix, fake_cache, cwd=tmp_path / "here")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "here" / "reports" / "head" / "results").is_dir()
+    # from inside the checkout (--head .): a folder of the system's temporary one
+    proc = head_run(run_cli, ".", head_matrix, fake_cache, "--base", "main", cwd=repo)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    there = Path(tempfile.gettempdir()) / "mlagate-head-rt"
+    assert f"results: {there / 'results'} " in proc.stdout and not (repo / "reports").exists()
+    shutil.rmtree(there)
     inside = head_run(run_cli, repo, head_matrix, fake_cache, out=repo / "o")
     assert (inside.returncode, inside.stderr) == (
         2,
