@@ -326,6 +326,20 @@ def test_relative_outcomes(head, base, outcome):
     )
 
 
+def test_both_failing_of_other_kinds_is_a_changed_failure():
+    """Fail on both sides: still failing when the failure kinds agree (or a side names none),
+    a changed failure (red) when they differ."""
+    from mlagate import outcomes
+
+    def fail(*kinds):
+        return {"verdict": "fail", "expected": "pass", "failure": {"kinds": list(kinds)}}
+
+    assert outcomes.relative(fail("wrong path"), fail("wrong path")) == "still failing as on base"
+    assert outcomes.relative(fail("wrong path"), {"verdict": "fail"}) == "still failing as on base"
+    assert outcomes.relative(fail("runtime raised"), fail("wrong path")) == "changed failure"
+    assert outcomes.is_red("changed failure")
+
+
 def test_an_error_about_the_derived_matrix_names_the_users(tmp_path):
     from mlagate.gate import headbase
 

@@ -10,7 +10,8 @@
 
 A head run (mlagate run --head) judges each case of head against the same case on base
 (`relative`): fixed by this change (fail on base, pass on head), regression (pass on base, fail
-on head), still failing as on base (fail on both: red only when asked, `is_red(.., strict)`);
+on head), still failing as on base (fail on both, with the same failure kinds: red only when
+asked, `is_red(.., strict)`), changed failure (fail on both, of other kinds: red);
 a head case with no base counterpart is a *new case*, judged by its expectation as above.
 
 Exit status: 0 when every case is as expected, 1 on any regression, lost control or fixed,
@@ -22,16 +23,16 @@ from __future__ import annotations
 OUTCOMES = (
     "as expected",
     "fixed by this change",
+    "changed failure",
     "regression",
     "still failing as on base",
-    "changed failure",
     "flaky",
     "lost control",
     "fixed",
     "invalid",
     "missing",
 )
-RED = ("regression", "changed failure", "flaky", "lost control", "fixed")
+RED = ("changed failure", "regression", "flaky", "lost control", "fixed")
 FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
 RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
 NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
@@ -68,10 +69,17 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     if (head, base) == ("fail", "pass"):
         return "regression"
     if (head, base) == ("fail", "fail"):
-        return STILL_FAILING
+        same = not _kinds(head_row) or not _kinds(base_row) or _kinds(head_row) == _kinds(base_row)
+        return STILL_FAILING if same else "changed failure"
     if head == base == "pass":
         return "as expected"
     return own  # base invalid or argued: nothing to compare with
+
+
+def _kinds(row: dict) -> frozenset:
+    """The failure kinds a fail names (none for a result that names none)."""
+    failure = row.get("failure") or {}
+    return frozenset(failure.get("kinds") or [failure.get("kind")]) - {None}
 
 
 def is_red(name: str, strict: bool = False) -> bool:
