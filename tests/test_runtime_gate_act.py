@@ -149,7 +149,7 @@ def test_l_equals_1_put_back_into_one_module_goes_red_naming_its_cases(tmp_path,
     summary = job_summary(run)
     assert "**gate red: this change fixes 0, breaks 2, leaves 0 failing as on main**" in summary
     red = re.findall(r"\| regression \| fail \| pass \| dispatch \| ([^|]+) \|", summary)
-    assert red == ["mlx-lm/deepseek_v3 ", "mlx-lm/deepseek_v3 "], summary
+    assert red == ["mlx-lm/deepseek_v3", "mlx-lm/deepseek_v3"], summary
 
 
 def test_a_matrix_of_the_runtime_s_own_puts_l_equals_1_back_and_goes_red(tmp_path):
@@ -157,5 +157,9 @@ def test_a_matrix_of_the_runtime_s_own_puts_l_equals_1_back_and_goes_red(tmp_pat
     run = pull_request(repo, tmp_path)
     assert run.jobs == {"mlagate": "failure"}, run.log[-4000:]
     summary = job_summary(run)
-    assert "**gate red: this change fixes 0, breaks 2, leaves 0 failing as on main**" in summary
+    # l1_unchanged compares head with base itself: a new case
+    assert (
+        "**gate red: this change fixes 0, breaks 2, leaves 0 failing as on main (1 new case, "
+        "judged by expectations)**" in summary
+    ), summary
     assert "| regression | fail | pass | dispatch | fake/good |" in summary, summary
