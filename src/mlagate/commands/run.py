@@ -119,6 +119,25 @@ def _print_replays(rows) -> None:
             )
 
 
+def _execute(args, matrix, selection, backend, runner, target, spec, costs):
+    return execute.run(
+        matrix,
+        selection,
+        args.profile,
+        backend,
+        runner,
+        args.out,
+        cargs.resolve_workers(args.workers, matrix.runners[runner]),
+        args.cache,
+        aa=args.aa or bool(target and target.aa),
+        shard_spec=spec,
+        costs=costs,
+        cpu=args.cpu,
+        verbose=args.verbose,
+        only=target.ids if target else None,
+    )
+
+
 def main(args) -> int:
     if args.head is None and args.base is None:
         return _main(args)
@@ -138,23 +157,9 @@ def _main(args) -> int:
     spec = shard.parse_spec(args.shard) if args.shard else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()
-    runopts.performance_health(args, matrix, selection, backend)
-    outcome = execute.run(
-        matrix,
-        selection,
-        args.profile,
-        backend,
-        runner,
-        args.out,
-        cargs.resolve_workers(args.workers, matrix.runners[runner]),
-        args.cache,
-        aa=args.aa or bool(target and target.aa),
-        shard_spec=spec,
-        costs=costs,
-        cpu=args.cpu,
-        verbose=args.verbose,
-        only=target.ids if target else None,
-    )
+    fitness = runopts.performance_health(args, matrix, selection, backend)
+    with runopts.health_recorded(fitness):
+        outcome = _execute(args, matrix, selection, backend, runner, target, spec, costs)
     judged = headrun.of(args.out, outcome.summary.rows, _planned(outcome.summary))
     if judged is not None and (args.head is not None or target is not None):
         print(headrun.table(judged))

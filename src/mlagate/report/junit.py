@@ -66,10 +66,9 @@ def _testsuite(
     root: ET.Element, suite: str, rs: list[dict], head_run: dict | None = None
 ) -> tuple[dict[str, int], float]:
     """One <testsuite> of a suite's results (sorted by case id); its counts and its time."""
-    strict = bool((head_run or {}).get("strict"))
     counts = {
         "tests": len(rs),
-        "failures": sum(outcomes.is_red(headrun.outcome_in(head_run, r), strict) for r in rs),
+        "failures": sum(_red(r, head_run) for r in rs),
         "errors": sum(r["verdict"] == "invalid" for r in rs),
         "skipped": sum(r["verdict"] == "argued" for r in rs),
     }
@@ -88,7 +87,8 @@ def _testsuite(
 
 def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
     """One <testcase> of a result: a failure when its outcome is red, the expectation as output
-    for an expected fail, an error when invalid, skipped when argued; its stderr's tail."""
+    for an expected fail, an error when invalid, skipped when argued; a flaky case's failed
+    attempts as <flakyFailure> (Maven Surefire's element); its stderr's tail."""
     classname, name = testcase_name(r)
     tc = ET.SubElement(
         ts,
@@ -104,27 +104,55 @@ def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
     if case:
         on_base = "base: new case (no base counterpart)\n" if case["new_case"] else ""
         on_base = on_base or f"base: {case['base'] or 'missing'} at {head_run['base']['commit']}\n"
+    failure = r.get("failure") or {}
+    tries = results.history(r)
     detail = _clean(
         f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
         f"verdict: {r['verdict']} (expected {r.get('expected')}: "
-        f"{r.get('expectation', '')})\n{on_base}replay: {r.get('replay', '')}"
+        f"{r.get('expectation', '')})\n"
+        + (f"failure kind: {', '.join(failure.get('kinds') or [])}\n" if failure else "")
+        + (
+            "attempts: " + ", ".join(f"{a['verdict']} ({a.get('run_id')})" for a in tries) + "\n"
+            if len(tries) > 1
+            else ""
+        )
+        + f"{on_base}replay: {r.get('replay', '')}"
     )
-    if outcomes.is_red(outcome, bool((head_run or {}).get("strict"))):
+    if outcome == "flaky":
+        for a in tries[:-1]:
+            if a["verdict"] != r["verdict"]:
+                ET.SubElement(
+                    tc,
+                    "flakyFailure",
+                    message=_clean(f"attempt {a.get('run_id')}: {a.get('reason', '')}"),
+                    type=a["verdict"],
+                )
+    if _red(r, head_run):
         ET.SubElement(
             tc,
             "failure",
             message=_clean(f"{outcome}: {r.get('reason', '')}"),
             type=outcome.replace(" ", "-"),
         ).text = detail
-    elif r["verdict"] == "fail" or outcome == outcomes.FIXED_BY_CHANGE:
-        why = r.get("expectation", "") if outcome == "as expected" else ""
-        ET.SubElement(tc, "system-out").text = _clean(f"{outcome}: {why}\n{detail}")
+    elif r["verdict"] == "fail" or outcome in ("flaky", outcomes.FIXED_BY_CHANGE):
+        ET.SubElement(tc, "system-out").text = _clean(
+            f"{outcome}"
+            + (" (its suite may retry)" if outcome == "flaky" else "")
+            + f": {r.get('expectation', '')}\n{detail}"
+        )
     elif r["verdict"] == "invalid":
         ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
     elif r["verdict"] == "argued":
         ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
     if r.get("stderr"):
         ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
+
+
+def _red(r: dict, head_run: dict | None) -> bool:
+    """A red outcome: relative to base for a head case of a head run, else the row's own."""
+    if head_run and r["case_id"] in head_run["cases"]:
+        return outcomes.is_red(headrun.outcome_in(head_run, r), bool(head_run.get("strict")))
+    return outcomes.red(r)
 
 
 def _missing_testsuite(root: ET.Element, missing: list[str]) -> None:

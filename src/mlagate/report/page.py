@@ -159,7 +159,7 @@ def _case(r: dict, anchor: bool) -> dict:
         "backend": r.get("backend"),
         "evidence": r.get("evidence"),
         "duration_s": r.get("duration_s"),
-        "reason": r.get("reason", ""),
+        "reason": f"{outcomes.outcome(r)}: {r.get('reason', '')}{results.signature(r)}",
         "replay": r.get("replay", ""),
         "stderr": (r.get("stderr") or "")[-4000:],
         "anchor": case_anchor(r["case_id"]) if anchor else "",
@@ -266,6 +266,7 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
             (o, oc.get(o, 0)) for o in outcomes.OUTCOMES if o not in outcomes.RELATIVE or oc.get(o)
         ],
         controls=outcomes.controls_line(rows),
+        notes=[n for n in (results.upgraded_line(rows), results.unfit_line(rows)) if n],
         counts=merged["counts"],
         gaps=_gaps(merged),
         matrix=verdict_matrix(rows, cat),
