@@ -2,6 +2,7 @@
 attempt kept (flaky), an unfit machine's timings (invalid unless overridden), result/1 read
 through its upgrade, and one exit-code table for every verb."""
 
+import importlib
 import json
 import tarfile
 import types
@@ -282,7 +283,7 @@ def test_every_verb_maps_interrupt_bad_input_and_refusal_to_one_table(verb, monk
         "report": ["x"],
         "mutate": ["--arm", "a"],
     }[verb]
-    module = cli.VERBS[verb]
+    module = importlib.import_module(cli.VERBS[verb])
     for raised, code in (
         (KeyboardInterrupt(), 130),
         (UsageError("--x: bad"), 2),
