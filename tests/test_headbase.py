@@ -52,9 +52,10 @@ def test_a_head_that_fixes_the_guard_is_fixed_by_this_change(
 ):
     repo = runtime_repo(tmp_path / "rt", "fix")
     out = tmp_path / "out"
+    # the correctness suites (a timing's verdict depends on this shared machine's fitness)
     proc = run_cli(
         "run", "--head", repo, "--base", "main", "--matrix", head_matrix, "--out", out,
-        cache=fake_cache,
+        "--kind", "correctness", cache=fake_cache,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"against base {git(repo, 'rev-parse', 'main')[:12]} (fakemla): fake/good" in proc.stdout
@@ -63,15 +64,12 @@ def test_a_head_that_fixes_the_guard_is_fixed_by_this_change(
         ("dispatch", "head"): "pass",
         ("dispatch", "base"): "fail",
         ("l1_unchanged", "head"): "pass",
-        ("marginal_cost", "head"): "pass",
-        ("marginal_cost", "base"): "fail",
     }
-    assert outcome_lines(proc.stdout)[:2] == [
+    assert outcome_lines(proc.stdout)[:1] == [
         "fixed by this change pass fail dispatch fake/good tiny",
-        "fixed by this change pass fail marginal_cost fake/good tiny",
     ], proc.stdout
     assert (
-        "gate: green: this change fixes 2, breaks 0, leaves 0 failing as on main (1 new case, "
+        "gate: green: this change fixes 1, breaks 0, leaves 0 failing as on main (1 new case, "
         "judged by expectations)" in proc.stdout
     ), proc.stdout
     record = json.loads((out / "headbase" / "head-run.json").read_text())
