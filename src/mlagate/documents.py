@@ -43,6 +43,7 @@ KINDS = {
     "merge": "mlagate.merge/1",
     "machine": "mlagate.machine/1",
     "compare": "mlagate.compare/1",
+    "head-run": "mlagate.head-run/1",
 }
 
 

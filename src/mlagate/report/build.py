@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import documents, safefiles
+from mlagate import documents, headrun, safefiles
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue
@@ -67,6 +67,12 @@ def build(
     )
     if any(gaps.values()):
         merged["gaps"] = gaps
+    try:
+        head_run = headrun.for_report(sources, merged["results"])
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+    if head_run is not None:  # outcomes relative to base (mlagate.headrun)
+        merged["head_run"], merged["outcomes"] = head_run, head_run["outcomes"]
     machines = [
         dict(m, source=safefiles.shown(p))
         for p in sources
