@@ -87,10 +87,9 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
     )
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr == (
-        f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not "
-        f"in {head_matrix}: "
-        "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, "
-        "model, args and geometries\n"
+        f"mlagate: error: --head {repo}: 1 MLA class is not in {head_matrix}: NovelAttention "
+        f"(fakemla.models.novel); `mlagate discover {repo} --matrix {head_matrix} "
+        "--write-snippet FILE` writes their entries\n"
     )
 
 
@@ -110,7 +109,9 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
         ),
         (
             ["--head", "{tmp}"],
-            "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/)",
+            "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/) and no "
+            "top-level package with MLA classes: add to runtimes: in {matrix} `PACKAGE: {{package: "
+            "PACKAGE, distribution: DISTRIBUTION}}`",
         ),
     ],
 )

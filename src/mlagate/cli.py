@@ -10,7 +10,19 @@ import sys
 from mlagate import __version__, packs, results
 from mlagate import arms as arms_mod
 from mlagate.commands import args as cargs
-from mlagate.commands import arms, compare, costs, health, merge, plan, report, run, runopts, scan
+from mlagate.commands import (
+    arms,
+    compare,
+    costs,
+    discover,
+    health,
+    merge,
+    plan,
+    report,
+    run,
+    runopts,
+    scan,
+)
 from mlagate.commands import help as chelp
 from mlagate.gate import headbase, outdir, preflight, resume, shard
 from mlagate.gate import merge as merging
@@ -25,6 +37,7 @@ VERBS = {
     "plan": plan,
     "arms": arms,
     "scan": scan,
+    "discover": discover,
     "run": run,
     "merge": merge,
     "compare": compare,

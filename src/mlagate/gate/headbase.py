@@ -2,9 +2,9 @@
 
 The checkout at PATH (its working tree, as it is) becomes the path arm `head` (role head); the
 commit where it left REF (git merge-base) becomes the path arm `base` (role base), head's
-baseline. The modules are the MLA attention classes that discovery finds in head: each must be
-one the matrix already registers (same import path and class), so a known module needs no
-registration and an unknown one is a one-line error naming what to add. The run's matrix is
+baseline. The modules are the MLA attention classes that discovery finds in head
+(mlagate.gate.discovery): each runs as the registered module it matches, wherever in the tree it
+is; the unknown ones are one error naming the command that writes their entries. The run's matrix is
 written to OUT/headbase/matrix.yaml (with base's tree beside it) so every replay command works.
 Cases run on head only; base is what the paired suites compare it with.
 """
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from mlagate.gate.discovery import Found, extend, known_modules, runtime_of
 from mlagate.matrix import Matrix, load
-from mlagate.scan import guards as scanner
+from mlagate.matrix.model import Runtime
 
 HEAD, BASE = "head", "base"
 
@@ -64,45 +65,6 @@ def default_base(path: Path) -> str:
     return "main"
 
 
-def runtime_of(matrix: Matrix, head: Path) -> str:
-    found = [r.id for r in matrix.runtimes.values() if (head / r.package).is_dir()]
-    if len(found) != 1:
-        packages = ", ".join(f"{r.package}/" for r in matrix.runtimes.values())
-        what = "none" if not found else " and ".join(found)
-        raise HeadBaseError(
-            f"--head {head}: holds {what} of the runtimes of {matrix.path} (looked for {packages})"
-        )
-    return found[0]
-
-
-def known_modules(matrix: Matrix, runtime: str, head: Path) -> dict[str, str]:
-    """Matrix module id -> the attention class found in head; an unregistered class is an error."""
-    package = matrix.runtimes[runtime].package
-    registered = {}
-    for m in matrix.modules.values():
-        if m.runtime == runtime:
-            for cls in {
-                m.attention,
-                *(o.get("attention", m.attention) for o in m.overrides.values()),
-            }:
-                registered.setdefault((m.import_path, cls), m.id)
-    chosen = {}
-    for imp, cls in scanner.discover(head, package):
-        if (imp, cls) not in registered:
-            raise HeadBaseError(
-                f"--head {head}: MLA class {cls} in {imp} is not in {matrix.path}: add a modules: "
-                "entry "
-                f"with import: {imp}, attention: {cls}, model, args and geometries"
-            )
-        chosen[registered[(imp, cls)]] = cls
-    if not chosen:
-        raise HeadBaseError(
-            f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) "
-            f"under {package}/"
-        )
-    return chosen
-
-
 def export_base(head: Path, ref: str, dest: Path) -> str:
     """Write the tree of merge-base(HEAD, ref) to dest; return that commit."""
     commit = _git(head, "merge-base", "HEAD", ref)
@@ -125,23 +87,24 @@ def export_base(head: Path, ref: str, dest: Path) -> str:
 
 
 def derive(
-    matrix: Matrix, runtime: str, head: Path, base_tree: Path, modules: dict[str, str]
+    matrix: Matrix, runtime: Runtime, head: Path, base_tree: Path, modules: dict[str, Found]
 ) -> dict:
     """The matrix's own document with only the arms head and base and the modules found in head."""
     raw = yaml.safe_load(matrix.path.read_text(encoding="utf-8"))
+    extend(raw, matrix, runtime, modules)  # a derived runtime, modules found at other paths
     raw["arms"] = {
-        HEAD: {"runtime": runtime, "path": str(head), "role": HEAD, "baseline": BASE},
-        BASE: {"runtime": runtime, "path": str(base_tree), "role": BASE},
+        HEAD: {"runtime": runtime.id, "path": str(head), "role": HEAD, "baseline": BASE},
+        BASE: {"runtime": runtime.id, "path": str(base_tree), "role": BASE},
     }
     kept = {}
-    for mid, cls in modules.items():
+    for mid, found in modules.items():
         entry = {k: v for k, v in raw["modules"][mid].items() if k not in ("arms", "overrides")}
-        in_base = (
-            (base_tree / Path(*matrix.modules[mid].import_path.split(".")))
-            .with_suffix(".py")
-            .is_file()
-        )
-        kept[mid] = {**entry, "attention": cls, "arms": [HEAD, BASE] if in_base else [HEAD]}
+        in_base = (base_tree / Path(*found.import_path.split("."))).with_suffix(".py").is_file()
+        kept[mid] = {
+            **entry,
+            "attention": found.attention,
+            "arms": [HEAD, BASE] if in_base else [HEAD],
+        }
     raw["modules"] = kept
     raw["checkpoints"] = {
         k: v for k, v in (raw.get("checkpoints") or {}).items() if v.get("module") in kept
@@ -174,4 +137,4 @@ def prepare(matrix_path: Path, head: Path, base: str | None, out: Path) -> HeadB
         f"# written by mlagate run --head {head} --base {ref} (merge base {commit})\n"
         + yaml.safe_dump(doc, sort_keys=False)
     )
-    return HeadBase(target, tuple(sorted(modules)), runtime, commit)
+    return HeadBase(target, tuple(sorted(modules)), runtime.id, commit)
