@@ -66,13 +66,14 @@ def _packages(head: Path) -> list[str]:
     return sorted(p.name for p in head.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
 
 
-def runtime_of(matrix: Matrix, head: Path) -> Runtime:
+def runtime_of(matrix: Matrix, head: Path, where: str = "") -> Runtime:
     """The runtime the tree holds: the matrix's (by package folder), else one derived from the
-    tree's one top-level package that holds MLA classes."""
+    tree's one top-level package that holds MLA classes. where: how errors name the tree."""
+    where = where or f"--head {head}"
     found = [r for r in matrix.runtimes.values() if (head / r.package).is_dir()]
     if len(found) > 1:
         raise DiscoveryError(
-            f"--head {head}: holds {' and '.join(r.id for r in found)} of the runtimes of "
+            f"{where}: holds {' and '.join(r.id for r in found)} of the runtimes of "
             f"{matrix.path}: gate one runtime per tree"
         )
     if found:
@@ -82,9 +83,10 @@ def runtime_of(matrix: Matrix, head: Path) -> Runtime:
     if len(with_mla) != 1:
         what = "no top-level package" if not with_mla else "packages " + ", ".join(with_mla)
         name = with_mla[0] if with_mla else "PACKAGE"
+        which = "the one under test, e.g. " if with_mla else ""
         raise DiscoveryError(
-            f"--head {head}: holds none of the runtimes of {matrix.path} (looked for {looked}) "
-            f"and {what} with MLA classes: add to runtimes: in {matrix.path} "
+            f"{where}: holds none of the runtimes of {matrix.path} (looked for {looked}) "
+            f"and {what} with MLA classes: add to runtimes: in {matrix.path} {which}"
             f"`{name.replace('_', '-')}: {{package: {name}, distribution: DISTRIBUTION}}`"
         )
     package = with_mla[0]
@@ -366,7 +368,7 @@ def survey(matrix: Matrix, head: Path) -> Survey:
     head = Path(head).resolve()
     if not head.is_dir():
         raise DiscoveryError(f"discover {head}: no such directory")
-    runtime = runtime_of(matrix, head)
+    runtime = runtime_of(matrix, head, f"discover {head}")
     found = discover(matrix, runtime, head)
     text = snippet(matrix, runtime, head, found) if any(not f.module for f in found) else ""
     return Survey(matrix.path, runtime, derived(matrix, runtime), tuple(found), text)
