@@ -297,9 +297,7 @@ def new_entry(matrix: Matrix, runtime: Runtime, head: Path, f: Found, taken: set
     args = next((n for n in ("ModelArgs", "ModelConfig", "TextConfig") if src.defines(n)), "")
     fields = src.fields(args) if args else None
     sparse = bool(fields and set(INDEXER_KEYS) <= fields)
-    geometry = next(
-        (g for g in matrix.geometries.values() if (g.indexer is not None) == sparse), None
-    )
+    geometry = _geometry(matrix, src, args, sparse)
     entry = {
         "runtime": runtime.id,
         "import": f.import_path,
@@ -313,6 +311,15 @@ def new_entry(matrix: Matrix, runtime: Runtime, head: Path, f: Found, taken: set
         entry["sparse"] = True
     entry["notes"] = "written by mlagate discover: config read from " + (args or "no args class")
     return mid, entry
+
+
+def _geometry(matrix: Matrix, src: Source, args: str, sparse: bool):
+    """The matrix geometry whose r, n and v are the args class's defaults, else the first with
+    (sparse) or without an indexer."""
+    defaults = src.defaults(args) if args else {}
+    rnv = tuple(defaults.get(k, (None, None))[1] for k in GEOMETRY_KEYS[:3])
+    fit = [g for g in matrix.geometries.values() if (g.indexer is not None) == sparse]
+    return next((g for g in fit if g.rnv == rnv), fit[0] if fit else None)
 
 
 def _block(section: str, entries: dict) -> str:
@@ -333,7 +340,8 @@ def snippet(matrix: Matrix, runtime: Runtime, head: Path, found: list[Found]) ->
         taken.add(mid)
         entries[mid] = entry
     head_lines = [
-        f"# written by mlagate discover {head}: {len(unknown)} MLA class(es) that "
+        f"# written by mlagate discover {head}: {len(unknown)} MLA "
+        f"class{'es' if len(unknown) != 1 else ''} that "
         f"{matrix.path} does not register.",
         "# Paste each block under the section its header names, in that file.",
     ]
