@@ -147,3 +147,20 @@ def test_a_tree_of_two_packages_with_mla_classes_is_one_line_naming_the_entry_to
         f"{gate_matrix} the one under test, e.g. `other: {{package: other, distribution: "
         "DISTRIBUTION}`\n"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["{tmp}/nowhere"], "discover {tmp}/nowhere: no such directory"),
+        (["{tmp}", "--write-snippet", "{tmp}"], "--write-snippet: {tmp} is a folder, not a file"),
+    ],
+)
+def test_bad_discover_arguments_are_one_line_errors(tmp_path, gate_matrix, run_cli, argv, message):
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    proc = run_cli("discover", *argv, "--matrix", gate_matrix)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2,
+        "",
+        f"mlagate: error: {message.format(tmp=tmp_path)}\n",
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlagate.gate import discovery
+from mlagate.gate import discovery, headbase
 from mlagate.matrix import load
 from tests.vendored import NOVEL, SHIPPED, stock_site, vendored_repo
 
@@ -47,6 +47,14 @@ def test_every_vendored_module_is_found_as_its_registered_entry(tmp_path, site):
         assert f.import_path.startswith("pkg._vendor.mlx_lm.models."), f
         assert f.entry["import"] == f.import_path and f.module == "pkg/" + f.reuses.split("/")[1]
         assert f.entry["geometries"] == list(load(SHIPPED).modules[f.reuses].geometries)
+    hb = headbase.prepare(SHIPPED, repo, None, tmp_path / "out")
+    derived = yaml.safe_load(hb.matrix.read_text())
+    assert derived["runtimes"]["pkg"] == {"package": "pkg", "distribution": "pkg"}
+    assert (
+        derived["modules"]["pkg/deepseek_v3"]["import"] == "pkg._vendor.mlx_lm.models.deepseek_v3"
+    )
+    # a suite restricted to the registered module takes the vendored one
+    assert "pkg/deepseek_v3" in derived["suites"]["marginal_cost"]["modules"]
 
 
 def test_unknown_classes_are_all_in_one_error_and_discover_writes_their_entries(
