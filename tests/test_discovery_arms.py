@@ -57,6 +57,26 @@ def test_every_vendored_module_is_found_as_its_registered_entry(tmp_path, site):
     assert "pkg/deepseek_v3" in derived["suites"]["marginal_cost"]["modules"]
 
 
+def test_a_vendored_mlx_vlm_finds_the_mlx_vlm_entries_of_classes_both_runtimes_have(
+    tmp_path, real_cache
+):
+    """DeepseekV3Attention is registered in mlx-lm and mlx-vlm: the file's model and args classes
+    (LanguageModel, ModelConfig) pick mlx-vlm's; LongcatFlashMLA is in two mlx-vlm modules: the
+    import path's tail picks the one of its own file."""
+    site = stock_site(real_cache, "mlx-vlm-0.7.10")
+    (tmp_path / "pkg" / "_vendor").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "_vendor" / "__init__.py").write_text("")
+    shutil.copytree(site / "mlx_vlm", tmp_path / "pkg" / "_vendor" / "mlx_vlm")
+    shipped = load(SHIPPED)
+    s = discovery.survey(shipped, tmp_path)
+    assert s.unknown == ()
+    want = {m.id for m in shipped.modules.values() if m.runtime == "mlx-vlm"}
+    assert {f.reuses for f in s.found} == want
+    for f in s.found:
+        assert f.import_path == "pkg._vendor." + shipped.modules[f.reuses].import_path
+
+
 def test_unknown_classes_are_all_in_one_error_and_discover_writes_their_entries(
     tmp_path, site, run_cli, real_cache
 ):

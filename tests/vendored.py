@@ -17,10 +17,11 @@ FIX = ROOT / "patches" / "mlx-lm-0.32.2-mla-threshold.patch"
 VENDOR = Path("pkg", "_vendor", "mlx_lm")
 
 
-def stock_site(cache: Path) -> Path:
-    """The installed stock arm mlx-lm-0.32.2 of the shipped matrix (from the arm cache)."""
+def stock_site(cache: Path, arm: str = "mlx-lm-0.32.2") -> Path:
+    """The installed arm (default: the stock mlx-lm-0.32.2) of the shipped matrix (from the arm
+    cache)."""
     matrix = load(SHIPPED)
-    arm = matrix.arms["mlx-lm-0.32.2"]
+    arm = matrix.arms[arm]
     return arms.materialise(arm, matrix.runtimes[arm.runtime], cache).site
 
 
