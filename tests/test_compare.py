@@ -113,3 +113,12 @@ def test_two_commits_of_a_history(tmp_path, run_cli):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "pass (as expected) -> fail (regression)" in proc.stdout
     assert run_cli("compare", "c2", "c1", "--history", hist).returncode == 0
+
+
+def test_a_figure_that_vanished_is_worse():
+    gone = dict(_marginal(1.0, 0.9, 1.1), metrics={})
+    out = compare.compare([_marginal(1.0, 0.9, 1.1)], [gone])
+    assert [f["change"] for f in out.figures] == ["worse"] and out.exit_code == 1
+    assert "worse    m|marginal_ms|arm|g|cpu: 1 [0.9, 1.1] -> absent" in out.text()
+    back = compare.compare([gone], [_marginal(1.0, 0.9, 1.1)])
+    assert [f["change"] for f in back.figures] == ["new"] and back.exit_code == 0

@@ -283,8 +283,6 @@ def test_an_unknown_runner_is_a_one_line_error():
 
 BROKEN_SUITE = '''"""A suite whose own code raises: a harness fault, never the runtime's."""
 
-GATES = {}
-
 
 def test_broken(mla):
     key, _ = mla.build()
@@ -295,6 +293,10 @@ def test_broken(mla):
 def test_an_exception_in_suite_code_is_invalid_not_a_fail(tmp_path):
     shutil.copytree(FIXTURES / "fakemla-tree", tmp_path / "fakemla-tree")
     (tmp_path / "test_broken.py").write_text(BROKEN_SUITE)
+    (tmp_path / "broken.suite.yaml").write_text(
+        "schema: mlagate.suite/1\nkind: correctness\ngates: {}\n"
+        "metrics: {version: 1, schema: {type: object}}\n"
+    )
     head = "\nsuites:  # suites\n"
     text = (FIXTURES / "fake-matrix.yaml").read_text()
     assert head in text

@@ -251,18 +251,30 @@ def test_replay_symbols_legend_and_matrix_fit(browser, tmp_path):
             == replays[row.get_attribute("id")]
         )
     symbols = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
+    looks = {k: v for k, v in report.VERDICT_SYMBOL.items() if k not in symbols}
     chips = browser.find_elements(By.CSS_SELECTOR, "#verdict-matrix a.chip")
-    assert chips and all(c.text == symbols[c.get_attribute("data-verdict")] for c in chips)
+    assert chips and all(
+        c.text == {**symbols, **looks}[c.get_attribute("data-look")] for c in chips
+    )
     for badge in browser.find_elements(By.CSS_SELECTOR, "#cases span.chip"):
         v = badge.get_attribute("data-verdict")
         assert badge.text == f"{symbols[v]} {report.VERDICT_WORD[v]}"
     legend = browser.find_element(By.ID, "legend").text
     assert all(
-        f"{symbols[v]} {w}" in legend
-        for v, w in (("pass", "pass"), ("fail", "fail"), ("invalid", "invalid"))
+        f"{report.VERDICT_SYMBOL[v]} {w}" in legend
+        for v, w in (
+            ("pass", "pass"),
+            ("regression", "regression"),
+            ("expected", "expected fail"),
+            ("invalid", "invalid"),
+        )
     )
     for v in symbols:
         chip = browser.find_element(By.CSS_SELECTOR, f"#cases span.chip.v-{v}")
+        fg, bg = (chip.value_of_css_property(p) for p in ("color", "background-color"))
+        assert contrast(fg, bg) >= 4.5, f"{v}: {fg} on {bg}"
+    for v in ("regression", "expected", "lost-control"):  # the outcome chips, in the legend
+        chip = browser.find_element(By.CSS_SELECTOR, f"#legend span.chip.v-{v}")
         fg, bg = (chip.value_of_css_property(p) for p in ("color", "background-color"))
         assert contrast(fg, bg) >= 4.5, f"{v}: {fg} on {bg}"
 

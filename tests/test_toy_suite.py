@@ -1,5 +1,6 @@
-"""Adding a suite touches only its own file and a matrix: a toy suite declared beside a test's
-matrix (`file:`) is planned, run, reported and kept in the history, with no other edit."""
+"""Adding a suite touches only its own files and a matrix: a toy suite (its test body and its
+contract, toy.suite.yaml, beside a test's matrix: `file:`) is planned, run, reported and kept in
+the history, with no other edit."""
 
 import json
 import shutil
@@ -8,40 +9,45 @@ from .conftest import FAKE_MATRIX, FIXTURES, cli
 
 TOY = '''"""toy: every path the counters see at the gates' widths is a single path."""
 
-from mlagate import gates, suites
-from mlagate.report import plots
-
-GATES = {
-    "widths": gates.List(gates.Int(1, 64)),  # query widths stepped
-}
-
 
 def test_toy(mla):
     key, _ = mla.build()
     seen = [mla.step(key, mla.profile.cache_lengths[0], L)["path"] for L in mla.gates["widths"]]
     mla.metric("toy_paths", seen)
     assert all(p in ("absorbed", "materialised") for p in seen), seen
-
-
-def toy_plots(rows):
-    drawn = plots.no_data("toy", "drawn by the toy suite")
-    return [
-        plots.Plot("toy", plots.slug("toy", r["arm"]), "toy paths", drawn)
-        for r in rows
-        if r["metrics"]
-    ]
-
-
-ORDER = 5
-PLOTS = suites.PlotSection("toy", "Toy paths", "What the toy suite saw.", toy_plots)
-KEY_FIGURES = (suites.KeyFigure("toy_absorbed", "absorbed toy steps", "steps",
-                                lambda r: r["metrics"]["toy_paths"].count("absorbed")),)
 '''
+
+CONTRACT = """\
+schema: mlagate.suite/1
+kind: correctness
+order: 5
+failure_kinds: [wrong_path]
+gates:
+  widths: {type: list, of: {type: int, low: 1, high: 64}, meaning: query widths stepped}
+metrics:
+  version: 1
+  schema:
+    type: object
+    required: [toy_paths]
+    properties:
+      toy_paths: {type: array, items: {enum: [absorbed, materialised]}}
+key_figures:
+  - id: toy_absorbed
+    label: absorbed toy steps
+    unit: steps
+    value: length(toy_paths[?@ == 'absorbed'])
+plots:
+  id: toy
+  heading: Toy paths
+  blurb: What the toy suite saw, drawn by the report from its key figures.
+  draw: figures
+"""
 
 
 def test_a_toy_suite_appears_in_the_plan_results_report_and_history(tmp_path):
     shutil.copytree(FIXTURES / "fakemla-tree", tmp_path / "fakemla-tree")
     (tmp_path / "test_toy.py").write_text(TOY)
+    (tmp_path / "toy.suite.yaml").write_text(CONTRACT)
     text = FAKE_MATRIX.read_text()
     head = "\nsuites:  # suites\n"
     assert head in text
@@ -100,7 +106,7 @@ def test_a_toy_suite_appears_in_the_plan_results_report_and_history(tmp_path):
     page = (tmp_path / "html" / "index.html").read_text()
     assert (
         "<h3>Toy paths</h3>" in page
-        and "drawn by the toy suite" in page
+        and "drawn by the report from its key figures" in page
         and 'data-plot="toy"' in page
     )
     kept = json.loads(next((tmp_path / "history").glob("c0ffee/merged.json")).read_text())

@@ -3,68 +3,56 @@ input (one line, no traceback), 3 when a run is refused."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
 
-from mlagate import __version__, packs, results
-from mlagate import arms as arms_mod
+from mlagate import __version__
 from mlagate.commands import args as cargs
-from mlagate.commands import (
-    arms,
-    compare,
-    costs,
-    discover,
-    health,
-    merge,
-    plan,
-    report,
-    run,
-    runopts,
-    scan,
-)
 from mlagate.commands import help as chelp
-from mlagate.gate import headbase, outdir, preflight, resume, shard
-from mlagate.gate import merge as merging
-from mlagate.gate.errors import UsageError
-from mlagate.matrix import MatrixError
-from mlagate.mutate import cli as mutate
-from mlagate.plan import PlanError
-from mlagate.report.merged import ReportError
-from mlagate.report.mutation import KillMatrixError
 
+# each verb's module, imported only when that verb runs (or for the full help): `mlagate plan`
+# then imports nothing of the worker, the harness or pytest
 VERBS = {
-    "plan": plan,
-    "arms": arms,
-    "scan": scan,
-    "discover": discover,
-    "run": run,
-    "merge": merge,
-    "compare": compare,
-    "costs": costs,
-    "health": health,
-    "report": report,
-    "mutate": mutate,
+    "plan": "mlagate.commands.plan",
+    "arms": "mlagate.commands.arms",
+    "scan": "mlagate.commands.scan",
+    "discover": "mlagate.commands.discover",
+    "run": "mlagate.commands.run",
+    "merge": "mlagate.commands.merge",
+    "compare": "mlagate.commands.compare",
+    "costs": "mlagate.commands.costs",
+    "health": "mlagate.commands.health",
+    "report": "mlagate.commands.report",
+    "mutate": "mlagate.mutate.cli",
 }
+# bad input (exit 2), by module and class: a class whose module was never imported was not raised
 BAD_INPUT = (
-    outdir.FolderBusy,
-    resume.ResumeError,
-    preflight.PreflightError,
-    packs.PackError,
-    KillMatrixError,
-    MatrixError,
-    UsageError,
-    PlanError,
-    headbase.HeadBaseError,
-    arms_mod.ArmError,
-    results.ResultError,
-    ReportError,
-    shard.ShardError,
-    merging.MergeError,
+    ("mlagate.gate.outdir", "FolderBusy"),
+    ("mlagate.gate.resume", "ResumeError"),
+    ("mlagate.gate.preflight", "PreflightError"),
+    ("mlagate.packs", "PackError"),
+    ("mlagate.report.mutation", "KillMatrixError"),
+    ("mlagate.matrix.model", "MatrixError"),
+    ("mlagate.gate.errors", "UsageError"),
+    ("mlagate.plan", "PlanError"),
+    ("mlagate.gate.headbase", "HeadBaseError"),
+    ("mlagate.arms", "ArmError"),
+    ("mlagate.results", "ResultError"),
+    ("mlagate.report.merged", "ReportError"),
+    ("mlagate.gate.shard", "ShardError"),
+    ("mlagate.gate.merge", "MergeError"),
 )
+REFUSED = (("mlagate.commands.runopts", "Refused"),)
 
 
-def parser() -> cargs.Parser:
+def _raised(table) -> tuple[type, ...]:
+    return tuple(getattr(sys.modules[m], n) for m, n in table if m in sys.modules)
+
+
+def parser(verb: str | None = None) -> cargs.Parser:
+    """The command line; with a verb, only that verb's subcommand is built (and imported)."""
     ap = cargs.Parser(
         prog="mlagate",
         description="Validation suite and PR gate for multi-head latent attention in MLX runtimes.",
@@ -72,28 +60,35 @@ def parser() -> cargs.Parser:
     ap.add_argument("--version", action="version", version=f"mlagate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=cargs.Parser)
     chelp.described(sub)
-    for name, verb in VERBS.items():
+    for name, module in VERBS.items():
+        if verb is not None and name != verb:
+            continue
+        cmd = importlib.import_module(module)
         if name == "mutate":
-            verb.add_parser(sub, cargs.common, cargs.workers)
+            cmd.add_parser(sub, cargs.common, cargs.workers)
         else:
-            verb.add_parser(sub)
+            cmd.add_parser(sub)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    verb = given[0] if given and given[0] in VERBS else None
+    args = parser(verb).parse_args(argv)
     try:
         cargs.check_outputs(args)
-        return VERBS[args.command].main(args)
-    except BAD_INPUT as exc:
-        print(f"mlagate: error: {exc}", file=sys.stderr)
-        return 2
-    except runopts.Refused as exc:
-        print(f"mlagate: refused: {exc}", file=sys.stderr)
-        return 3
+        return importlib.import_module(VERBS[args.command]).main(args)
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (`mlagate plan | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except Exception as exc:
+        if isinstance(exc, _raised(BAD_INPUT)):
+            print(f"mlagate: error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, _raised(REFUSED)):
+            print(f"mlagate: refused: {exc}", file=sys.stderr)
+            return 3
+        raise

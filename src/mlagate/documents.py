@@ -30,6 +30,8 @@ KINDS = {
     "arm-content": "mlagate.arm-content/1",
     "run-plan": "mlagate.run-plan/1",
     "kill-matrix": "mlagate.mutate/1",
+    "suite": "mlagate.suite/1",
+    "arm-scan": "mlagate.arm-scan/1",
 }
 
 

@@ -2,8 +2,9 @@
 
 A known finding in matrix.yaml's `expectations` wins (pass, fail, or skip: not planned, with its
 reason). Otherwise the arm's role decides: a stock or base arm is a *control*, which must fail
-the suites that detect the single-query guard (their CONTROLS_FAIL) and pass the others; a
-patched or head arm must pass. A checkpoint the runner does not hold is argued, not measured.
+the suites that detect the single-query guard (their contract's controls_fail) and pass the
+others; a patched or head arm must pass. A checkpoint the runner does not hold is argued, not
+measured.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""The reference of every suite's `gates` keys, generated from the suites' own declarations
-(GATES, with the comment beside each key) for docs/matrix.md:
+"""The reference of every suite's `gates` keys, generated from the suites' contracts (each
+gate's type and meaning in suites/<kind>/<name>.suite.yaml) for docs/matrix.md:
 
     python -m mlagate.gatedoc > the block between the markers in docs/matrix.md
 """
 
 from __future__ import annotations
 
-import ast
-import io
-import tokenize
 from pathlib import Path
 
 from mlagate import suites as descriptors
@@ -20,46 +17,22 @@ BEGIN, END = (
 )
 
 
-def _comments(path: Path) -> dict[str, str]:
-    """The comment written beside each key of the file's GATES mapping: on any line from the key
-    to the end of its value (the formatter may wrap a long value and leave the comment after it)."""
-    text = path.read_text(encoding="utf-8")
-    by_line = {
-        tok.start[0]: tok.string.lstrip("# ").strip()
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline)
-        if tok.type == tokenize.COMMENT
-    }
-    for node in ast.parse(text).body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["GATES"]
-            and isinstance(node.value, ast.Dict)
-        ):
-            out = {}
-            for key, value in zip(node.value.keys, node.value.values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    lines = range(key.lineno, value.end_lineno + 1)
-                    out[key.value] = next((by_line[n] for n in lines if n in by_line), "")
-            return out
-    return {}
-
-
 def render(root: Path | None = None) -> str:
     root = root or bundled("suites")
     lines = [BEGIN, "", "| suite | key | value | meaning |", "|---|---|---|---|"]
     for path in sorted(root.glob("*/test_*.py"), key=lambda p: (p.parent.name, p.stem)):
         declared = descriptors.load(path)
-        notes = _comments(path)
         suite = path.stem.removeprefix("test_")
         for key, spec in declared.gates.items():
             optional = " (optional)" if getattr(spec, "optional", False) else ""
             lines.append(
-                f"| `{suite}` | `{key}` | {spec.describe()}{optional} | {notes.get(key, '')} |"
+                f"| `{suite}` | `{key}` | {spec.describe()}{optional} | "
+                f"{declared.meanings.get(key, '')} |"
             )
         if declared.controls_fail:
             lines.append(
                 f"| `{suite}` | | | a control arm (stock, base) must fail this suite "
-                "(CONTROLS_FAIL) |"
+                f"(controls_fail), with {' or '.join(declared.control_kinds)} |"
             )
     lines += ["", END]
     return "\n".join(lines)

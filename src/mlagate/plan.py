@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlagate import expectations
+from mlagate import documents, expectations, packs
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Arm, Matrix, Module
 from mlagate.scan import guards as scanner
@@ -232,7 +234,7 @@ def coverage(matrix: Matrix, installs: dict[str, ArmInstall]) -> list[Coverage]:
             for m in matrix.modules.values()
             if m.runtime == inst.runtime.id
         }
-        found = scanner.discover(inst.site, inst.runtime.package)
+        found = arm_scan(inst).mla_classes
         missing = tuple(
             sorted(f"{imp}:{cls}" for imp, cls in found if (imp, cls) not in registered)
         )
@@ -243,3 +245,82 @@ def coverage(matrix: Matrix, installs: dict[str, ArmInstall]) -> list[Coverage]:
 
 def write_json(cases: list[Case], path: Path) -> None:
     path.write_text(json.dumps([c.to_json() for c in cases], indent=1))
+
+
+_SCANNER_CODE = (Path(scanner.__file__), Path(scanner.__file__).with_name("analysis.py"))
+
+
+@dataclass
+class ArmScan:
+    """What planning reads from an installed arm's source: its MLA classes (scanner.discover)
+    and the classes of each module file asked for. Kept in the arm cache beside the arm, keyed
+    by the sha256 of its content manifest and of the scanner's code, so it is only reused for
+    an arm whose files (checked against that manifest by arms.verify_all first) and scanner are
+    the same."""
+
+    inst: ArmInstall
+    key: str
+    mla_classes: list[tuple[str, str]]
+    classes: dict[str, list[str]]
+
+    @property
+    def path(self) -> Path:
+        return self.inst.dir.parent / ".scan" / f"{self.key}.json"
+
+    def classes_of(self, import_path: str) -> set[str]:
+        if import_path not in self.classes:
+            base = self.inst.site.joinpath(*import_path.split("."))
+            f = (
+                base.with_suffix(".py")
+                if base.with_suffix(".py").is_file()
+                else base / "__init__.py"
+            )
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+            self.classes[import_path] = sorted(
+                {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+            )
+            self.save()
+        return set(self.classes[import_path])
+
+    def save(self) -> None:
+        doc = {
+            "schema": documents.KINDS["arm-scan"],
+            "key": self.key,
+            "mla_classes": [list(x) for x in self.mla_classes],
+            "classes": self.classes,
+        }
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(doc), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only cache: scanned again next time
+
+
+_SCANS: dict[Path, ArmScan] = {}
+
+
+def arm_scan(inst: ArmInstall) -> ArmScan:
+    """The arm's scan, from the cache when its key matches, else scanned now (and kept); once
+    per process and arm."""
+    if inst.dir not in _SCANS:
+        _SCANS[inst.dir] = _arm_scan(inst)
+    return _SCANS[inst.dir]
+
+
+def _arm_scan(inst: ArmInstall) -> ArmScan:
+    h = hashlib.sha256(documents.read_bytes(inst.dir / packs.CONTENT))
+    for code in _SCANNER_CODE:
+        h.update(code.read_bytes())
+    key = h.hexdigest()
+    scan = ArmScan(inst, key, [], {})
+    try:
+        doc = documents.load(scan.path, "arm-scan")
+    except documents.DocumentError:
+        doc = None
+    if doc is not None and doc["key"] == key:
+        return ArmScan(inst, key, [tuple(x) for x in doc["mla_classes"]], doc["classes"])
+    scan.mla_classes = scanner.discover(inst.site, inst.runtime.package)
+    scan.save()
+    return scan

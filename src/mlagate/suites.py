@@ -1,113 +1,315 @@
-"""A suite's declaration, read from its own file, so that adding a suite touches only that
-file and a matrix:
+"""A suite's contract, held as data: `suites/<kind>/<name>.suite.yaml` beside its test body
+`test_<name>.py` (a suite kept beside a matrix, `suites.<id>.file: test_x.py`, has `x.suite.yaml`
+beside it). It is read as a document (YAML, validated against schemas/suite.json through
+mlagate.documents), never imported, so that reading the matrix, a report or `compare` runs no
+suite code, and no document that names a file can make mlagate run it. It declares:
 
-- GATES: the `gates` keys it takes, typed with mlagate.gates (required);
-- CONTROLS_FAIL: a control arm must fail it (the suite detects the single-query guard that
-  stock and base arms carry);
-- PLAN_CHECK: what a sparse suite can tell before running, from a geometry's pool width and
-  top-k and the gates (a grid that cannot cover what the suite needs is refused when the
-  matrix is read);
-- ORDER: where the report lists it among the suites of its kind (lower first);
-- KEY_FIGURES: the numbers the history follows per commit (KeyFigure);
-- PLOTS: the report section drawn from its results (PlotSection).
-
-The file is imported on its own (never through pytest) to read those names; suites import
-only the standard library and mlagate's parent-side modules at their top.
+- gates: the matrix's `gates` keys, each typed as a mlagate.gates type, with its meaning;
+- controls_fail: a control arm must fail it; control_kinds: the failure kinds its defect
+  produces; failure_kinds: every kind the test can produce (`runtime_raised` always);
+- plan_check: rules a sparse suite's grid must meet (PLAN_RULES), checked when the matrix is
+  read, from each geometry's pool width and top-k;
+- order: where the report lists it among the suites of its kind (lower first);
+- metrics: a version and the JSON Schema the result's metrics meet;
+- key_figures: numbers the history follows and `compare` judges, read from the metrics by
+  JMESPath expressions (KeyFigure); plots: the report section drawn from its results (a
+  drawing of mlagate.report.drawings).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+import jmespath
+import jsonschema
+from jmespath import functions as jp_functions
+
+from mlagate import documents, gates, yamlread
+
 Row = Mapping[str, Any]  # one result document (mlagate.results)
+RUNTIME_RAISED = "runtime_raised"  # a failure kind every suite can produce
+SUFFIX = ".suite.yaml"
 
 
 class DescriptorError(ValueError):
-    """A suite file that does not declare its gates; one line."""
+    """A suite without a readable contract; one line."""
+
+
+class _Functions(jp_functions.Functions):
+    @jp_functions.signature({"types": ["object"]})
+    def _func_items(self, obj):  # noqa: N802 (JMESPath's naming)
+        """items(obj): [[key, value], ...], so a figure can pick an entry by its key."""
+        return [[k, v] for k, v in obj.items()]
+
+
+_OPTIONS = jmespath.Options(custom_functions=_Functions())
+
+
+def _search(expr: str, data: Any) -> Any:
+    """The value of a JMESPath expression over data; None where it does not apply (a function
+    given a value of another type)."""
+    try:
+        return jmespath.search(expr, data, _OPTIONS)
+    except jmespath.exceptions.JMESPathError:
+        return None
+
+
+def _number(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None
 
 
 @dataclass(frozen=True)
 class KeyFigure:
-    """A number the history follows per (module, arm, geometry, backend) from one result:
-    `value(row)` (None, or KeyError / TypeError / ValueError: the row has none), and where the
-    suite measures one, `interval(row)`: its 95 % interval (mlagate compare, which calls a rise
-    worse unless higher_is_worse is False)."""
+    """A number the history follows per (module, arm, geometry, backend), read from one result's
+    metrics: `value` at `at` (divided by `over`, times `scale`) and, where the suite measures
+    one, its 95 % `interval` (mlagate compare calls a rise worse unless higher_is_worse is
+    False). Each is a JMESPath expression; a result without the number gives None."""
 
     id: str
     label: str
     unit: str
-    value: Callable[[Row], float | None]
-    interval: Callable[[Row], tuple[float, float] | None] | None = None
+    value_path: str | None = None
+    interval_path: str | None = None
     higher_is_worse: bool = True
+    at: str | None = None
+    over: str | None = None
+    scale: float = 1.0
+
+    def _base(self, metrics: Any) -> Any:
+        return _search(self.at, metrics) if self.at else metrics
+
+    def value(self, row: Row) -> float | None:
+        if self.value_path is None:
+            return None
+        base = self._base(row.get("metrics"))
+        v = _number(_search(self.value_path, base))
+        if v is not None and self.over:
+            d = _number(_search(self.over, base))
+            v = v / d if d else None
+        return None if v is None else v * self.scale
+
+    def interval(self, row: Row) -> tuple[float, float] | None:
+        if self.interval_path is None:
+            return None
+        got = _search(self.interval_path, self._base(row.get("metrics")))
+        ends = [_number(x) for x in got] if isinstance(got, list) and len(got) == 2 else []
+        if len(ends) != 2 or None in ends:
+            return None
+        return (ends[0] * self.scale, ends[1] * self.scale)
 
 
 @dataclass(frozen=True)
 class PlotSection:
-    """A section of the commit page: `plots(rows)` draws the suite's results
-    (mlagate.report.plots.Plot), under a heading and one paragraph saying how to read them."""
+    """A section of the commit page: the report's drawing `draw` of the suite's results, under a
+    heading and one paragraph saying how to read them."""
 
     id: str
     heading: str
     blurb: str
-    plots: Callable[[list[Row]], list]
+    draw: str
+
+
+def crosses_window(T: int, S: int, k: int, kpool: int) -> bool:
+    """Whether rejecting the last k of S tokens fed on a cache of T un-completes a pool window."""
+    return (T + S) // kpool != (T + S - k) // kpool
+
+
+def _aligned_and_misaligned(rule: Mapping, kpool: int, topk: int, g: Mapping) -> str | None:
+    lengths = [topk + o for o in g[rule["past_topk"]]]
+    if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
+        return (
+            f"{rule['past_topk']} gives cache lengths {lengths}: both aligned and misaligned ones "
+            f"are needed for kpool {kpool}"
+        )
+    return None
+
+
+def _window_crossings_both(rule: Mapping, kpool: int, topk: int, g: Mapping) -> str | None:
+    kinds = {
+        crosses_window(topk + o, S, k, kpool)
+        for o in g[rule["past_topk"]]
+        for S in g[rule["widths"]]
+        for k in range(1, S)
+    }
+    if kpool > 1 and kinds != {True, False}:
+        return (
+            f"the grid ({rule['past_topk']}, {rule['widths']}) holds only "
+            f"{'window-crossing' if True in kinds else 'non-crossing'} rejections for kpool "
+            f"{kpool}: both kinds are needed"
+        )
+    return None
+
+
+# plan_check rules: (the rule, kpool, top-k, the suite's gates) -> why the grid cannot cover it
+PLAN_RULES: dict[str, Callable[[Mapping, int, int, Mapping], str | None]] = {
+    "aligned_and_misaligned": _aligned_and_misaligned,
+    "window_crossings_both": _window_crossings_both,
+}
 
 
 @dataclass(frozen=True)
 class Descriptor:
-    path: Path
-    gates: Mapping[str, Any]
+    path: Path  # the test body
+    kind: str
+    gates: Mapping[str, Any]  # key -> mlagate.gates type
     controls_fail: bool
-    plan_check: Callable[[int, int, Mapping[str, Any]], str | None] | None = (
-        None  # (kpool, top-k, gates) -> why not
-    )
+    rules: tuple[Mapping[str, Any], ...] = ()
     order: int = 1000
     key_figures: tuple[KeyFigure, ...] = ()
     plots: PlotSection | None = None
+    failure_kinds: tuple[str, ...] = (RUNTIME_RAISED,)
+    control_kinds: tuple[str, ...] = ()
+    metrics_version: int = 1
+    metrics_schema: Mapping[str, Any] = field(default_factory=dict)
+    meanings: Mapping[str, str] = field(default_factory=dict)  # gate key -> its meaning
+
+    def plan_check(self, kpool: int, topk: int, g: Mapping[str, Any]) -> str | None:
+        """Why the suite's grid cannot cover a geometry of this pool width and top-k (None: it
+        can)."""
+        for rule in self.rules:
+            why = PLAN_RULES[rule["rule"]](rule, kpool, topk, g)
+            if why:
+                return why
+        return None
+
+    def typed(self, row: Row) -> bool:
+        """Whether the result's metrics meet the suite's metrics schema (only such a result gives
+        key figures and plots)."""
+        return _validator(self.path).is_valid(row.get("metrics"))
+
+
+def declaration(test_file: Path) -> Path:
+    """The contract beside a test body: <dir>/<name>.suite.yaml for <dir>/test_<name>.py."""
+    return test_file.with_name(test_file.stem.removeprefix("test_") + SUFFIX)
+
+
+def _gate(spec: Mapping[str, Any]) -> Any:
+    """A gate type of the declaration as a mlagate.gates type."""
+    t, opt = spec["type"], bool(spec.get("optional", False))
+    if t in ("number", "int"):
+        bounds = {k: spec[k] for k in ("low", "high") if k in spec}
+        if t == "int":
+            return gates.Int(**bounds, above=bool(spec.get("above", False)), optional=opt)
+        return gates.Number(**bounds, above=bool(spec.get("above", False)), optional=opt)
+    simple = {"samples": gates.Samples, "dtype": gates.Dtype, "quant": gates.Quant}
+    if t in simple:
+        return simple[t](optional=opt)
+    if t == "choice":
+        return gates.Choice(tuple(spec["options"]), optional=opt)
+    if t == "text":
+        return gates.Text(spec.get("pattern"), optional=opt)
+    if t == "list":
+        return gates.List(_gate(spec["of"]), spec.get("min_len", 1), optional=opt)
+    if t == "record":
+        return gates.Record({k: _gate(v) for k, v in spec["fields"].items()}, optional=opt)
+    return gates.Keyed(spec["over"], _gate(spec["of"]), optional=opt)
+
+
+def _plain(node: yamlread.Node) -> Any:
+    if isinstance(node.value, dict):
+        return {k: _plain(v) for k, v in node.value.items()}
+    if isinstance(node.value, list):
+        return [_plain(v) for v in node.value]
+    return node.value
+
+
+def read(path: Path) -> dict:
+    """The contract document of a suite file, validated; DescriptorError (one line) else."""
+    where = declaration(path)
+    if not where.is_file():
+        raise DescriptorError(f"{path}: no contract {where.name} beside it (mlagate.suites)")
+    try:
+        data = _plain(yamlread.compose(yamlread.read_text(where)))
+        documents.validate(data, "suite", str(where))
+    except yamlread.ReadError as exc:
+        raise DescriptorError(f"{where}: {exc}") from None
+    except documents.DocumentError as exc:
+        raise DescriptorError(str(exc)) from None
+    kinds = data.get("failure_kinds") or [RUNTIME_RAISED]
+    control = data.get("control_kinds", [])
+    stray = [k for k in control if k not in kinds and k != RUNTIME_RAISED]
+    if stray:
+        raise DescriptorError(f"{where}: control_kinds: {stray[0]!r} is not in failure_kinds")
+    if data.get("controls_fail") and not control:
+        raise DescriptorError(
+            f"{where}: controls_fail: true needs control_kinds (the kinds a control's defect "
+            "produces)"
+        )
+    for i, rule in enumerate(data.get("plan_check", [])):
+        for k, v in rule.items():
+            if k != "rule" and (data["gates"].get(v) or {}).get("type") != "list":
+                raise DescriptorError(
+                    f"{where}: plan_check.{i}.{k}: {v!r} is not one of its list gates"
+                )
+    try:
+        schema = data["metrics"]["schema"]
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise DescriptorError(f"{where}: metrics.schema: {exc.message[:160]}") from None
+    for i, f in enumerate(data.get("key_figures", [])):
+        for k in ("at", "value", "over", "interval"):
+            try:
+                jmespath.compile(f.get(k) or "@")
+            except jmespath.exceptions.JMESPathError as exc:
+                msg = str(exc).splitlines()[0][:120]
+                raise DescriptorError(
+                    f"{where}: key_figures.{i}.{k}: not a JMESPath expression ({msg})"
+                ) from None
+    return data
 
 
 @functools.cache
 def load(path: Path) -> Descriptor:
-    spec = importlib.util.spec_from_file_location(f"mlagate_suite_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise DescriptorError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001  (a broken suite file is a configuration error, one line)
-        raise DescriptorError(f"{path}: cannot be imported ({type(exc).__name__}: {exc})") from None
-    gates = getattr(module, "GATES", None)
-    if not isinstance(gates, Mapping):
-        raise DescriptorError(
-            f"{path}: declares no GATES mapping (the suite's gate keys and their types)"
-        )
-    order = getattr(module, "ORDER", 1000)
-    if type(order) is not int:
-        raise DescriptorError(f"{path}: ORDER must be an integer")
-    figures = tuple(getattr(module, "KEY_FIGURES", ()))
-    if not all(isinstance(f, KeyFigure) for f in figures):
-        raise DescriptorError(f"{path}: KEY_FIGURES must be a sequence of mlagate.suites.KeyFigure")
-    plots = getattr(module, "PLOTS", None)
-    if plots is not None and not isinstance(plots, PlotSection):
-        raise DescriptorError(f"{path}: PLOTS must be a mlagate.suites.PlotSection")
+    """The contract of the suite whose test body is `path` (read once per process)."""
+    data = read(path)
+    kinds = tuple(dict.fromkeys([*(data.get("failure_kinds") or []), RUNTIME_RAISED]))
+    plots = data.get("plots")
     return Descriptor(
         path,
-        gates,
-        bool(getattr(module, "CONTROLS_FAIL", False)),
-        getattr(module, "PLAN_CHECK", None),
-        order,
-        figures,
-        plots,
+        data["kind"],
+        MappingProxyType({k: _gate(v) for k, v in data["gates"].items()}),
+        bool(data.get("controls_fail", False)),
+        tuple(data.get("plan_check", [])),
+        data.get("order", 1000),
+        tuple(
+            KeyFigure(
+                f["id"],
+                f["label"],
+                f["unit"],
+                f["value"],
+                f.get("interval"),
+                f.get("higher_is_worse", True),
+                f.get("at"),
+                f.get("over"),
+                float(f.get("scale", 1.0)),
+            )
+            for f in data.get("key_figures", [])
+        ),
+        PlotSection(**plots) if plots else None,
+        kinds,
+        tuple(data.get("control_kinds", [])),
+        data["metrics"]["version"],
+        MappingProxyType(data["metrics"]["schema"]),
+        MappingProxyType({k: v.get("meaning", "") for k, v in data["gates"].items()}),
     )
+
+
+@functools.cache
+def _validator(path: Path) -> jsonschema.protocols.Validator:
+    schema = dict(load(path).metrics_schema)
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A suite the report knows: its id, kind and file."""
+    """A suite the report knows: its id, kind and test body (its contract lies beside it)."""
 
     id: str
     kind: str
@@ -115,9 +317,9 @@ class Entry:
 
     @property
     def descriptor(self) -> Descriptor | None:
-        """The file's declarations; None when the file is gone or broken (a report of old
-        results still lists the suite, without its figures)."""
-        if self.path is None or not self.path.is_file():
+        """Its contract; None when it is gone or does not read (a report of old results still
+        lists the suite, without its figures). Only data is read: no file is imported."""
+        if self.path is None or not declaration(self.path).is_file():
             return None
         try:
             return load(self.path)

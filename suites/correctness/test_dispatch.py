@@ -4,15 +4,7 @@ must read one decision: a call whose query fold and output unfold disagree fails
 L and T where it happened.
 """
 
-from mlagate import crossover, gates
-
-GATES = {
-    "warm_caches": gates.List(
-        gates.Int(1, 1 << 20)
-    ),  # warm caches T on which verify widths must absorb
-    "widths": gates.List(gates.Int(2, 1 << 16)),  # speculative verify widths
-}
-CONTROLS_FAIL = True  # a single-query guard materialises every verify width on a warm cache
+from mlagate import crossover
 
 
 def test_dispatch(mla):
@@ -53,6 +45,3 @@ def test_dispatch(mla):
         f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} "
         f"({len(wrong)} of {len(steps)} steps wrong)"
     )
-
-
-ORDER = 30  # where the report lists it among the correctness suites

@@ -18,29 +18,7 @@ multiplies embed_q, which scales the scores of both paths alike, so attention is
 trained models and a wrong score shows in the output.
 """
 
-from mlagate import gates, suites
 from mlagate.harness import give_up
-from mlagate.report import plots
-
-_BUDGET = gates.Record(
-    {
-        "absorbed_factor": gates.Number(0),
-        "growth_factor": gates.Number(0),
-        "floor_ulps": gates.Number(0),
-        "max_ulps": gates.Number(0, above=True),
-    }
-)
-GATES = {
-    "widths": gates.List(
-        gates.Int(2, 1 << 16), min_len=2
-    ),  # step widths compared (growth needs two)
-    "score_scale": gates.Number(
-        0, above=True
-    ),  # multiplies embed_q: peaked attention as in trained models
-    "dtypes": gates.List(gates.Dtype()),  # dtypes compared
-    "quant": gates.List(gates.Text(r"none|q[2-8]g(32|64|128)")),  # unquantised, or qBITSgGROUP
-    "budgets": gates.Keyed("dtype", gates.Keyed("backend", _BUDGET)),  # ULPs per dtype, per backend
-}
 
 
 def test_equivalence(mla):
@@ -119,88 +97,3 @@ def budget_problems(label: str, rows: dict[int, dict], budget) -> list[str]:
             f"{label}: delta grows with L: p99 {dhi:.1f} ULP at L={hi} vs {dlo:.1f} at L={lo}"
         )
     return problems
-
-
-# --- what the report and the history show ------------------------------------------------
-
-
-def _add_row(hists: dict, edges: dict, p99s: dict, key: tuple, row: dict) -> None:
-    """One row's errors: its elementwise histogram where the worker sent one, else its p99."""
-    for path in ("absorbed", "materialised"):
-        st = row.get(path) or {}
-        h = st.get("hist")
-        if (
-            isinstance(h, dict)
-            and isinstance(h.get("counts"), list)
-            and isinstance(h.get("edges"), list)
-        ):
-            if edges.setdefault(key, h["edges"]) == h["edges"]:
-                acc = hists.setdefault(key, {}).setdefault(path, [0] * len(h["counts"]))
-                for i, c in enumerate(h["counts"][: len(acc)]):
-                    acc[i] += int(c)
-        elif plots.num(st.get("p99")) is not None:
-            per_path = p99s.setdefault(key, {"absorbed p99": [], "materialised p99": []})
-            per_path[f"{path} p99"].append(st["p99"])
-
-
-def equivalence_plots(rows: list[dict]) -> list[plots.Plot]:
-    """Per backend and dtype. Rows whose stats carry the worker's elementwise histogram
-    ("hist") give the distribution of every output element's error, summed over rows; rows
-    without it (older results) give the distribution over rows (case x quantisation x L) of
-    each path's p99 error. Both in ULPs of the dtype at the output's magnitude."""
-    p99s: dict[tuple, dict[str, list[float]]] = {}
-    hists: dict[tuple, dict[str, list[int]]] = {}
-    edges: dict[tuple, list[float]] = {}
-    n_rows: dict[tuple, int] = {}
-    for r in rows:
-        table = (r.get("metrics") or {}).get("errors_ulps")
-        if not isinstance(table, dict):
-            continue
-        for row_name, row in table.items():
-            key = (r.get("backend", ""), row_name.split("/")[0])
-            _add_row(hists, edges, p99s, key, row)
-            n_rows[key] = n_rows.get(key, 0) + 1
-    out = []
-    for key in sorted(set(p99s) | set(hists)):
-        backend, dtype = key
-        if key in hists:
-            title = f"equivalence error per element: {backend} {dtype} ({n_rows[key]} rows)"
-            axis = "|path - float64 reference|, ULPs (power-of-two bins)"
-            svg = plots.binned_histogram(title, edges[key], hists[key], axis)
-            caption = "every output element of every measured row (case x quantisation x L)"
-            name = plots.slug("equivalence-elements", backend, dtype)
-            out.append(plots.Plot("equivalence", name, title, svg, caption))
-        if key in p99s:
-            n = len(p99s[key]["absorbed p99"])
-            title = f"equivalence error, p99 per row: {backend} {dtype} ({n} rows)"
-            axis = "p99 error vs float64 reference, ULPs (power-of-two bins)"
-            svg = plots.histogram(title, p99s[key], axis)
-            caption = (
-                "one count per measured row (case x quantisation x L) without an "
-                "elementwise histogram"
-            )
-            out.append(
-                plots.Plot(
-                    "equivalence", plots.slug("equivalence", backend, dtype), title, svg, caption
-                )
-            )
-    return out
-
-
-ORDER = 50
-PLOTS = suites.PlotSection(
-    "equivalence",
-    "Equivalence errors in ULPs",
-    "How far each forced path is from a float64 reference of the same weights, in ULPs of the "
-    "dtype at the output's magnitude: the error of every output element where the results "
-    "carry the worker's histogram, else the distribution of the per-row p99 error.",
-    equivalence_plots,
-)
-KEY_FIGURES = (
-    suites.KeyFigure(
-        "equivalence_p99",
-        "worst p99 absorbed-vs-materialised delta",
-        "ULP",
-        lambda r: max(row["delta"]["p99"] for row in r["metrics"]["errors_ulps"].values()),
-    ),
-)

@@ -6,12 +6,7 @@ the path counters agree. Any difference fails with the first differing element.
 import base64
 import struct
 
-from mlagate import gates
 from mlagate.harness import Invalid
-
-GATES = {
-    "caches": gates.List(gates.Int(1, 1 << 20)),  # warm caches T (a cold one is added)
-}
 
 
 def first_difference(a: dict, b: dict) -> str | None:
@@ -65,6 +60,3 @@ def test_l1_unchanged(mla):
             diffs.append(f"T={T}: L = 1 output differs from {baseline} at {where}")
     mla.metric("compared_with", baseline)
     assert not diffs, "; ".join(diffs)
-
-
-ORDER = 40  # where the report lists it among the correctness suites

@@ -15,30 +15,7 @@ where every selection fell back to dense is invalid, not passed.
 
 import random
 
-from mlagate import gates
 from mlagate.harness import give_up, scripts
-
-GATES = {
-    "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
-    "widths": gates.List(gates.Int(2, 4096)),  # S, new tokens per wide step
-    "beyond_topk": gates.List(gates.Int(0, 1 << 20)),  # primed caches past the top-k
-    "seed": gates.Int(0),  # prompt and token seed (the reproducer names it)
-    "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs of the dtype at max |logits|
-    "state_ulps": gates.Keyed(
-        "backend", gates.Number(0)
-    ),  # ULPs at max |array| of pooled keys, index keys, latents
-}
-
-
-def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a declaration, read with GATES)
-    """Aligned and misaligned caches are both needed where the indexer pools."""
-    lengths = [topk + o for o in gates["beyond_topk"]]
-    if kpool > 1 and not (any(T % kpool == 0 for T in lengths) and any(T % kpool for T in lengths)):
-        return (
-            f"beyond_topk gives cache lengths {lengths}: both aligned and misaligned ones are "
-            f"needed for kpool {kpool}"
-        )
-    return None
 
 
 def test_pool_equivalence(mla):
@@ -107,6 +84,3 @@ def test_pool_equivalence(mla):
     assert not problems, "; ".join(problems[:3]) + (
         f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
     )
-
-
-ORDER = 60  # where the report lists it among the correctness suites

@@ -9,14 +9,8 @@ prompt on an empty cache, as a server's first request may be: a function the run
 on first use is then traced on fewer keys than a sparse indexer's top-k, not on a long cache.
 """
 
-from mlagate import gates
 from mlagate.harness import Invalid
 from mlagate.harness.supervisor import RuntimeRaised
-
-GATES = {
-    "widths": gates.List(gates.Int(1, 4096)),  # query widths observed
-    "forced_width": gates.Int(2, 4096),  # the width at which each path is forced
-}
 
 
 def test_probes(mla):
@@ -62,6 +56,3 @@ def test_probes(mla):
             )
     mla.metric("forced", forced)
     assert not problems, "; ".join(problems)
-
-
-ORDER = 10  # where the report lists it among the correctness suites

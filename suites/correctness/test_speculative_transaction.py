@@ -15,20 +15,7 @@ how to build it deeper). A run in which no verify step rejected a token is inval
 
 import random
 
-from mlagate import gates
 from mlagate.harness import give_up, scripts
-
-GATES = {
-    "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
-    "layers": gates.Int(1, 64),  # decoder layers of the whole model (at least)
-    "beyond_topk": gates.Int(0, 1 << 20),  # primed cache past the top-k
-    "widths": gates.List(
-        gates.Int(1, 4096)
-    ),  # verify widths cycled over the rounds (1: one-token drafts)
-    "rounds": gates.Int(1, 1000),  # verify rounds, each followed by a decode or the next verify
-    "seeds": gates.List(gates.Int(0)),  # one script per seed: accepted counts drawn from 0..L
-    "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs at max |logits| and cache state
-}
 
 
 def transaction(
@@ -106,6 +93,3 @@ def test_speculative_transaction(mla):
     if not all(t["positions"] for t in table.values()):
         give_up("a script kept no position to compare", problems)
     assert not problems, "; ".join(problems)
-
-
-ORDER = 70  # where the report lists it among the correctness suites

@@ -8,16 +8,7 @@ widths the formula says materialised. Where b + 1 is an exact tie the two paths 
 gates.ties says whether either path passes there ("either") or the strict form is required.
 """
 
-from mlagate import crossover, gates
-
-GATES = {
-    "tie_search": gates.Int(1, 1 << 20),  # cache lengths searched for the first exact tie
-    "cold_widths": gates.List(gates.Int(2, 1 << 16)),  # cold cache widths (materialised)
-    "ties": gates.Choice(
-        ("either", "strict")
-    ),  # at an exact tie: either path, or materialised only
-}
-CONTROLS_FAIL = True  # a single-query guard sends the formula's boundary width to materialised
+from mlagate import crossover
 
 
 def test_threshold(mla):
@@ -64,6 +55,3 @@ def test_threshold(mla):
     assert not wrong, "; ".join(wrong[:4]) + (
         f" (+{len(wrong) - 4} more)" if len(wrong) > 4 else ""
     )
-
-
-ORDER = 20  # where the report lists it among the correctness suites

@@ -24,39 +24,7 @@ stay inside the open window; a case whose grid misses either (with kpool > 1) is
 
 import random
 
-from mlagate import gates
 from mlagate.harness import give_up, scripts
-
-GATES = {
-    "dtype": gates.Dtype(),  # weights and activations (float32: selections must match exactly)
-    "widths": gates.List(gates.Int(2, 4096)),  # S, drafted tokens per verify step
-    "beyond_topk": gates.List(
-        gates.Int(0, 1 << 20)
-    ),  # primed caches, in tokens past the indexer top-k
-    "continue": gates.List(gates.Int(1, 4096)),  # steps fed after the rejection
-    "seed": gates.Int(0),  # prompt and token seed
-    "logits_ulps": gates.Keyed("backend", gates.Number(0)),  # ULPs of the dtype at max |logits|
-    "state_ulps": gates.Keyed(
-        "backend", gates.Number(0)
-    ),  # ULPs at max |array| of pooled keys, index keys, latents
-}
-
-
-def PLAN_CHECK(kpool: int, topk: int, gates) -> str | None:  # noqa: N802  (a declaration, read with GATES)
-    """Rejections that un-complete a pool window and rejections inside the open window, both."""
-    kinds = {
-        scripts.crosses_window(topk + o, S, k, kpool)
-        for o in gates["beyond_topk"]
-        for S in gates["widths"]
-        for k in range(1, S)
-    }
-    if kpool > 1 and kinds != {True, False}:
-        return (
-            "the grid (beyond_topk, widths) holds only "
-            f"{'window-crossing' if True in kinds else 'non-crossing'} rejections for kpool "
-            f"{kpool}: both kinds are needed"
-        )
-    return None
 
 
 def _scripts(g, vocab: int, T: int, widths, kpool: int) -> tuple[dict, list, dict]:
@@ -152,6 +120,3 @@ def test_trim_after_rejection(mla):
     if selected == 0:
         give_up("every selection fell back to dense: nothing about the pools was checked", problems)
     assert not problems, "; ".join(problems[:3])
-
-
-ORDER = 80  # where the report lists it among the correctness suites

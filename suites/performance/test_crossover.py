@@ -14,16 +14,8 @@ crossover (the first swept width where materialising wins) and the margin at b a
 either way.
 """
 
-from mlagate import crossover, gates, results, stats, suites
+from mlagate import crossover, stats
 from mlagate.harness import Invalid
-from mlagate.report import plots
-
-GATES = {
-    "tolerance": gates.Number(
-        0, 1, above=True
-    ),  # how much slower absorbed may be at the formula's width
-    "samples_at_formula": gates.Samples(),  # timed samples a side at the formula's width
-}
 
 
 def test_crossover(mla):
@@ -84,82 +76,3 @@ def test_crossover(mla):
             f"inconclusive at L={b}: absorbed is {slowdown:+.0%} vs materialised, interval "
             f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance"
         )
-
-
-# --- what the report and the history show ------------------------------------------------
-
-
-def crossover_plots(rows: list[dict]) -> list[plots.Plot]:
-    """Forced absorbed vs forced materialised step time over widths, the formula's width marked."""
-    out = []
-    order = lambda r: (r["module"], results.geometry_label(r), r.get("backend", ""), r["arm"])  # noqa: E731
-    for r in sorted(rows, key=order):
-        m = r.get("metrics") or {}
-        if not isinstance(m.get("sweep"), dict):
-            continue
-        sweep = sorted(((float(L), v) for L, v in m["sweep"].items()), key=lambda kv: kv[0])
-        a = [
-            (L, v["absorbed_s"] * 1e3)
-            for L, v in sweep
-            if plots.num(v.get("absorbed_s")) is not None
-        ]
-        mat = [
-            (L, v["materialised_s"] * 1e3)
-            for L, v in sweep
-            if plots.num(v.get("materialised_s")) is not None
-        ]
-        c = m.get("crossover") or {}
-        markers = []
-        formula = c.get("formula_widest_absorbed")
-        if plots.num(formula) is not None:
-            markers.append(plots.Marker(formula, f"formula L={formula}", "#444"))
-        emp = plots.num(c.get("empirical_first_width_materialised_wins"))
-        if emp is not None and emp != formula:
-            markers.append(plots.Marker(emp, f"measured {int(emp)}", "#d62728"))
-        geo, backend = results.geometry_label(r), r.get("backend", "")
-        title = (
-            f"crossover: {r['module']} · {geo} · {r['arm']} · {backend} (T={c.get('cache', '?')})"
-        )
-        series = [
-            plots.Series("forced absorbed", a, plots.PALETTE[0]),
-            plots.Series("forced materialised", mat, plots.PALETTE[1]),
-        ]
-        svg = plots.line_chart(
-            title,
-            series,
-            "queries per step L",
-            "step time, ms",
-            x_log=True,
-            y_log=True,
-            x_base=2,
-            markers=markers,
-        )
-        name = plots.slug(
-            "crossover", r["module"], geo, r["arm"], backend, plots.short(r["case_id"])
-        )
-        out.append(
-            plots.Plot(
-                "crossover", name, title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"
-            )
-        )
-    return out
-
-
-ORDER = 20
-PLOTS = suites.PlotSection(
-    "crossover",
-    "Crossover sweeps",
-    "Forced absorbed vs forced materialised step time over widths on one warm cache; the dashed "
-    "grey line is the formula's widest absorbed width, red the first swept width where "
-    "materialising measured faster.",
-    crossover_plots,
-)
-KEY_FIGURES = (
-    suites.KeyFigure(
-        "crossover_slowdown",
-        "absorbed slowdown at the formula's width",
-        "%",
-        lambda r: r["metrics"]["crossover"]["absorbed_slowdown_at_formula"] * 100,
-        lambda r: tuple(x * 100 for x in r["metrics"]["crossover"]["ci"]),
-    ),
-)

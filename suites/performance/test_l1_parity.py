@@ -14,18 +14,8 @@ With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/
 measures this runner's noise floor (benchmarks/aa_false_alarms.py counts its red runs).
 """
 
-from mlagate import gates, stats, suites
+from mlagate import stats
 from mlagate.harness import Invalid
-
-GATES = {
-    "tolerance": gates.Number(0, 1, above=True),  # the largest L = 1 change that passes
-    "retries": gates.Int(0, 10),  # tries after the first while the interval straddles the tolerance
-    "samples": gates.Samples(),  # paired samples a side per try
-    "confidence": gates.Number(0.5, 0.9999),  # of each try's interval
-    "max_cache": gates.Int(
-        1, optional=True
-    ),  # the longest cache compared (parity needs no 64K cache)
-}
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
 
@@ -109,16 +99,3 @@ def test_l1_parity(mla):
             f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} "
             "tolerance: " + "; ".join(said(r) for r in open_rows)
         )
-
-
-# --- what the history shows --------------------------------------------------------------
-
-ORDER = 30
-KEY_FIGURES = (
-    suites.KeyFigure(
-        "l1_change",
-        "worst |L=1 change| vs baseline",
-        "%",
-        lambda r: max(abs(v["change"]) for v in r["metrics"]["l1"].values()) * 100,
-    ),
-)

@@ -16,16 +16,8 @@ from the shortest to the longest cache, and its slope per cached token with an i
 are reported for every arm.
 """
 
-from mlagate import gates, results, stats, suites
+from mlagate import stats
 from mlagate.harness import Invalid
-from mlagate.report import plots
-
-GATES = {
-    "widths": gates.List(gates.Int(1, 4096), min_len=2),  # L = 1 and the verify widths
-    "max_relative": gates.Number(0, above=True),  # the second query's cost bound, in decode steps
-    "samples": gates.Samples(),  # timed samples per width and cache length (the intervals decide)
-}
-CONTROLS_FAIL = True  # a single-query guard makes the second query re-expand the whole cache
 
 
 def test_marginal_cost(mla):
@@ -83,74 +75,3 @@ def test_marginal_cost(mla):
             f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval "
             f"{lo:.2f}-{hi:.2f} straddles the bound {bound}"
         )
-
-
-# --- what the report and the history show ------------------------------------------------
-
-
-def marginal_plots(rows: list[dict]) -> list[plots.Plot]:
-    """L = 2 marginal vs cache length per arm, with each arm's decode step (L = 1) dashed."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if isinstance(r.get("metrics", {}).get("marginal"), dict):
-            key = (r["module"], results.geometry_label(r), r.get("backend", ""), r.get("dtype", ""))
-            groups.setdefault(key, []).append(r)
-    out = []
-    for (module, geo, backend, dtype), rs in sorted(groups.items()):
-        series = []
-        for i, r in enumerate(sorted(rs, key=lambda r: r["arm"])):
-            colour = plots.PALETTE[i % len(plots.PALETTE)]
-            per_t = (r["metrics"]["marginal"].get("L=2") or {}).get("per_T") or {}
-            pts, errs = [], []
-            for T, v in sorted(per_t.items(), key=lambda kv: float(kv[0])):
-                m = plots.num((v or {}).get("marginal_s"))
-                if m is None:
-                    continue
-                pts.append((float(T), m * 1e3))
-                ci = v.get("ci_s") or [m, m]
-                errs.append((ci[0] * 1e3, ci[1] * 1e3))
-            series.append(plots.Series(f"{r['arm']} ({r['verdict']})", pts, colour, errors=errs))
-            l1 = r["metrics"].get("l1_median_s") or {}
-            l1_pts = [(float(T), v * 1e3) for T, v in l1.items() if plots.num(v) is not None]
-            if l1_pts:
-                series.append(plots.Series(f"{r['arm']} decode step", l1_pts, colour, dashed=True))
-        title = f"marginal cost: {module} · {geo} · {backend} {dtype}"
-        svg = plots.line_chart(
-            title,
-            series,
-            "cache length T (tokens)",
-            "time(L=2) - time(L=1), ms",
-            x_log=True,
-            y_log=True,
-            x_base=2,
-            note="bars: 95% bootstrap interval",
-        )
-        out.append(
-            plots.Plot("marginal", plots.slug("marginal", module, geo, backend, dtype), title, svg)
-        )
-    return out
-
-
-def _longest(r: dict) -> dict:
-    per_t = r["metrics"]["marginal"]["L=2"]["per_T"]
-    return per_t[max(per_t, key=float)]
-
-
-ORDER = 10
-PLOTS = suites.PlotSection(
-    "marginal",
-    "Marginal verify cost vs cache length",
-    "The cost of the second query of a verify step, time(L=2) - time(L=1), per arm, against "
-    "the cache length (both axes log). A module that absorbs pays about one decode step "
-    "(dashed) at every length; one that materialises grows with the cache.",
-    marginal_plots,
-)
-KEY_FIGURES = (
-    suites.KeyFigure(
-        "marginal_ms",
-        "L=2 marginal cost at the longest cache",
-        "ms",
-        lambda r: _longest(r)["marginal_s"] * 1e3,
-        lambda r: tuple(x * 1e3 for x in _longest(r)["ci_s"]),
-    ),
-)

@@ -27,34 +27,9 @@ mlagate.harness.speculative_run; this file holds the gates, the two judgments an
 
 import pytest
 
-from mlagate import gates, results, stats, suites
+from mlagate import stats
 from mlagate.harness import Invalid, speculative_run
-from mlagate.report import plots
 from mlagate.worker.speculation import TOP
-
-_VARIANT = gates.Record({"dtype": gates.Dtype(), "quant": gates.Quant()})
-GATES = {
-    "contexts": gates.Keyed(
-        "profile", gates.List(gates.Int(1, 1 << 20), min_len=2)
-    ),  # prompt lengths P
-    "new_tokens": gates.Keyed("profile", gates.Int(1, 4096)),  # tokens generated per timed run
-    "num_draft": gates.Int(1, 64),  # draft tokens per round
-    "samples": gates.Keyed("profile", gates.Samples()),  # timed runs per series and context
-    "warmup": gates.Keyed("profile", gates.Int(0, 100)),  # untimed runs of each series first
-    "layers": gates.Int(1, 64),  # decoder layers of the tiny checkpoints
-    "perturb_scale": gates.Keyed(
-        "profile", gates.Number(0, above=True)
-    ),  # the perturbed draft: noise as a share of each tensor's std
-    "variant": gates.Keyed("profile", _VARIANT),  # the checkpoints' weights per profile
-    "min_ratio_retained": gates.Number(
-        0, 1, above=True
-    ),  # share of the spec/plain ratio kept from shortest to longest prompt
-    "tie_margin": gates.Keyed(
-        "dtype", gates.Keyed("backend", gates.Number(0, above=True))
-    ),  # log-prob gap below which a divergence is a near-tie
-}
-# a single-query guard makes every verify step re-expand the cache: speculation loses ground
-CONTROLS_FAIL = True
 
 pytestmark = pytest.mark.mla_checkpoints
 
@@ -152,96 +127,3 @@ def _ground_kept(mla, measured: speculative_run.Measured, undecidable: str | Non
             f"P={lo_row['context']} to P={hi_row['context']}, "
             f"interval {retained_lo:.2f}-{retained_hi:.2f} straddles the bound {bound}"
         )
-
-
-# --- what the report and the history show ------------------------------------------------
-
-
-def throughput_rows(metrics: dict) -> list[dict]:
-    """Decode throughput rows of a result: metrics["rows"] or metrics["throughput"], each a
-    list of {context, plain_tok_s, spec_tok_s[, draft]} (metrics["throughput"] may also be a
-    dict keyed by context). Rows without both throughputs' keys are left out; draft defaults
-    to "spec"."""
-    out = []
-    for name in ("rows", "throughput"):
-        t = (metrics or {}).get(name)
-        if isinstance(t, dict):
-            t = [{"context": k, **v} for k, v in t.items() if isinstance(v, dict)]
-        if not isinstance(t, list):
-            continue
-        for row in t:
-            if not isinstance(row, dict) or "plain_tok_s" not in row or "spec_tok_s" not in row:
-                continue
-            try:
-                out.append(
-                    {
-                        "context": float(row["context"]),
-                        "plain_tok_s": plots.num(row.get("plain_tok_s")),
-                        "spec_tok_s": plots.num(row.get("spec_tok_s")),
-                        "draft": str(row.get("draft") or "spec"),
-                    }
-                )
-            except (KeyError, TypeError, ValueError):
-                continue
-    return sorted(out, key=lambda r: (r["context"], r["draft"]))
-
-
-def throughput_plots(rows: list[dict]) -> list[plots.Plot]:
-    """Plain vs speculative decode throughput against context (one line per draft)."""
-    out = []
-    for r in sorted(rows, key=lambda r: (r["module"], results.geometry_label(r), r["arm"])):
-        tr = throughput_rows(r.get("metrics") or {})
-        if not tr:
-            continue
-        plain = sorted(
-            {x["context"]: x["plain_tok_s"] for x in tr if x["plain_tok_s"] is not None}.items()
-        )
-        series = [plots.Series("plain decode", plain, plots.PALETTE[0])]
-        for i, draft in enumerate(sorted({x["draft"] for x in tr})):
-            pts = [
-                (x["context"], x["spec_tok_s"])
-                for x in tr
-                if x["draft"] == draft and x["spec_tok_s"] is not None
-            ]
-            name = f"speculative ({draft})" if draft != "spec" else "speculative decode"
-            series.append(plots.Series(name, pts, plots.PALETTE[(i + 2) % len(plots.PALETTE)]))
-        geo = results.geometry_label(r)
-        title = f"decode throughput: {r['module']} · {geo} · {r['arm']} · {r.get('backend', '')}"
-        svg = plots.line_chart(
-            title, series, "context (tokens)", "tokens / s", x_log=True, x_base=2
-        )
-        name = plots.slug("throughput", r["module"], geo, r["arm"], plots.short(r["case_id"]))
-        out.append(
-            plots.Plot(
-                "throughput", name, title, svg, f"verdict {r['verdict']}: {r.get('reason', '')}"
-            )
-        )
-    return out
-
-
-def speedup(r: dict) -> float | None:
-    """spec / plain tok/s at the longest context, of the self draft if there is one."""
-    tr = [
-        x for x in throughput_rows(r["metrics"]) if x["plain_tok_s"] and x["spec_tok_s"] is not None
-    ]
-    drafts = {x["draft"] for x in tr}
-    tr = [x for x in tr if x["draft"] == ("self" if "self" in drafts else min(drafts, default=""))]
-    return tr[-1]["spec_tok_s"] / tr[-1]["plain_tok_s"] if tr else None
-
-
-ORDER = 40
-PLOTS = suites.PlotSection(
-    "throughput",
-    "Plain vs speculative decode",
-    "Tokens per second of plain and speculative decoding against the context length.",
-    throughput_plots,
-)
-KEY_FIGURES = (
-    suites.KeyFigure(
-        "spec_speedup",
-        "speculative / plain tok/s at the longest context (self draft if any)",
-        "x",
-        speedup,
-        higher_is_worse=False,
-    ),
-)

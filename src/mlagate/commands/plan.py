@@ -1,4 +1,5 @@
-"""`mlagate plan`: the matrix expanded into cases (a table, JSON, or the gate's job matrices)."""
+"""`mlagate plan`: the matrix expanded into cases (a table, JSON, or the gate's job matrices).
+Imports nothing of the worker, the harness or pytest (mlagate.gate.planning)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.commands import runopts
-from mlagate.gate import run as execute
-from mlagate.gate import shard
+from mlagate.gate import planning, shard
 from mlagate.gate.errors import UsageError
 from mlagate.matrix import default_path, load
 from mlagate.plan import Selection
@@ -68,7 +67,7 @@ def github(args) -> int:
             f"--profile: unknown profile {args.profile!r} (matrix has {', '.join(matrix.profiles)})"
         )
     costs = shard.load_costs(args.costs) if args.costs else None
-    gate = execute.gate_plan(matrix, runners, args.shards, args.cache, args.profile, costs)
+    gate = planning.gate_plan(matrix, runners, args.shards, args.cache, args.profile, costs)
     for key, value in gate.outputs().items():
         print(f"{key}={value}")
     if args.manifest:
@@ -84,7 +83,7 @@ def main(args) -> int:
         raise UsageError("--shards and --manifest go with --format github")
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    outcome = execute.plan(matrix, selection, args.profile, backend, runner, args.cache)
+    outcome = planning.plan(matrix, selection, args.profile, backend, runner, args.cache)
     if args.format == "json":
         print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
     else:
@@ -97,11 +96,7 @@ def main(args) -> int:
                 f"{c.suite:12} {c.module:34} {c.arm:24} {(c.checkpoint or c.geometry):24} "
                 f"{c.dtype:9} {c.evidence}"
             )
-        print(
-            runopts.plan_footer(
-                outcome.cases, matrix, shard.load_costs(args.costs) if args.costs else None
-            )
-        )
+        print(planning.footer(outcome.cases, shard.load_costs(args.costs) if args.costs else None))
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
     for gap in outcome.gaps:

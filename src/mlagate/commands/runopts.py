@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlagate.gate import health, progress, resume, shard
+from mlagate.gate import health, resume
 from mlagate.gate import run as execute
 
 DEFAULT_OUT = Path("reports/latest")
@@ -92,18 +92,6 @@ def resume_target(args) -> resume.Target | None:
 def print_logs(outcome) -> None:
     for kind, log in outcome.logs.items():
         print(f"pytest output ({kind}, tracebacks included): {log}")
-
-
-def plan_footer(cases, matrix, costs=None) -> str:
-    """The selection's size and its time estimate from the cost table, serially."""
-    costs = costs or shard.load_costs()
-    serial = sum(costs.of(c) for c in cases)
-    argued = sum(c.evidence == "argued" for c in cases)
-    return (
-        f"{len(cases)} cases selected ({argued} argued-not-measured), "
-        f"{len({c.module for c in cases})} modules, {len({c.arm for c in cases})} arms; "
-        f"estimated {progress.clock(serial)} on one worker, from the cost table"
-    )
 
 
 def scan_root(root: Path | None) -> Path:

@@ -1,13 +1,14 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
-Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of
-each suite (mlagate.suites.KeyFigure) with their 95 % intervals where the suite records one. Worse
-(exit 1): a case
-whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control),
-a case of A that B lacks, a new case of B that is not as expected, or a figure that moved the
-bad way with the two intervals apart. A figure without intervals is shown, never judged; a
-verdict that changed with its outcome (a stock control failing, then failing otherwise) is
-listed as changed.
+Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of each suite
+(its contract's key_figures, mlagate.suites) with their 95 % intervals where the suite records
+one. The suites are those of the sources read (the shipped ones, and any a run folder's plan or
+a merged document names, read as data: no file is run). Worse (exit 1): a case whose outcome
+got worse (fixed, as expected < invalid < missing < regression, lost control), a case of A that
+B lacks, a new case of B that is not as expected, a figure that moved the bad way with the two
+intervals apart, or a figure of A that B no longer has (vanished). A figure without intervals
+is shown, never judged; a verdict that changed with its outcome (a stock control failing, then
+failing otherwise) is listed as changed.
 """
 
 from __future__ import annotations
@@ -30,15 +31,24 @@ RANK = {
 }
 
 
-def load(spec: str, history_dir: Path | None = None) -> list[dict]:
-    """Result rows of a run folder, results/ folder, .tgz or merged.json; with a history,
-    of a commit."""
+def source(spec: str, history_dir: Path | None = None) -> Path:
+    """The path a spec names: a run folder, results/ folder, .tgz or merged.json; with a
+    history, a commit's merged.json."""
     if history_dir is not None:
         path = Path(history_dir) / spec / "merged.json"
         if not path.is_file():
             raise merged_doc.ReportError(f"--history {history_dir}: no commit {spec!r} (no {path})")
+        return path
+    return Path(spec)
+
+
+def load(spec: str, history_dir: Path | None = None) -> list[dict]:
+    """Result rows of a run folder, results/ folder, .tgz or merged.json; with a history,
+    of a commit."""
+    path = source(spec, history_dir)
+    if history_dir is not None:
         return merged_doc.load_merged(path)["results"]
-    return merged_doc.load_source(Path(spec))
+    return merged_doc.load_source(path)
 
 
 @dataclass
@@ -77,9 +87,11 @@ class Comparison:
             )
         for f in self.figures:
             ci = lambda c: f" [{c[0]:.4g}, {c[1]:.4g}]" if c else ""  # noqa: E731
+            shown = lambda v: "absent" if v is None else f"{v:.4g}"  # noqa: E731
+            delta = "" if f["delta"] is None else f" ({f['delta']:+.4g})"
             lines.append(
-                f"{f['change']:8} {f['key']}: {f['a']:.4g}{ci(f['a_ci'])} -> "
-                f"{f['b']:.4g}{ci(f['b_ci'])} ({f['delta']:+.4g})"
+                f"{f['change']:8} {f['key']}: {shown(f['a'])}{ci(f['a_ci'])} -> "
+                f"{shown(f['b'])}{ci(f['b_ci'])}{delta}"
             )
         changes = self.verdicts + self.figures
         better = sum(x["change"] == "better" for x in changes)
@@ -117,7 +129,13 @@ def _figure_change(higher_is_worse: bool, a: float, b: float, a_ci, b_ci) -> str
     return ("worse" if bad else "better") if apart else "within noise"
 
 
-def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") -> Comparison:
+def compare(
+    a_rows: list[dict],
+    b_rows: list[dict],
+    a: str = "A",
+    b: str = "B",
+    catalogue: Catalogue | None = None,
+) -> Comparison:
     out = Comparison(a, b)
     ra = {r["case_id"]: r for r in a_rows}
     rb = {r["case_id"]: r for r in b_rows}
@@ -136,20 +154,33 @@ def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") 
                     "change": _change(oa, ob),
                 }
             )
-    cat = Catalogue.shipped()
+    out.figures = _figures(catalogue or Catalogue.shipped(), a_rows, b_rows)
+    return out
+
+
+def _figures(cat: Catalogue, a_rows: list[dict], b_rows: list[dict]) -> list[dict]:
+    """Each key figure that changed: judged by its intervals, `vanished` (worse) when A had it
+    and B does not, `appeared` when only B has it."""
     figures = cat.figures()
     fa, fb = cat.key_figures(a_rows), cat.key_figures(b_rows)
     ia, ib = cat.intervals(a_rows), cat.intervals(b_rows)
-    for key in sorted(k for k in set(fa) & set(fb) if k.split("|")[1] != PROBLEMS.id):
-        worse = figures[key.split("|")[1]].higher_is_worse
-        change = _figure_change(worse, fa[key], fb[key], ia.get(key), ib.get(key))
+    out = []
+    for key in sorted(k for k in set(fa) | set(fb) if k.split("|")[1] != PROBLEMS.id):
+        va, vb = fa.get(key), fb.get(key)
+        if vb is None:
+            change = "worse"  # the figure vanished: a case or a metric of A is gone in B
+        elif va is None:
+            change = "new"
+        else:
+            worse = figures[key.split("|")[1]].higher_is_worse
+            change = _figure_change(worse, va, vb, ia.get(key), ib.get(key))
         if change != "same":
-            out.figures.append(
+            out.append(
                 {
                     "key": key,
-                    "a": fa[key],
-                    "b": fb[key],
-                    "delta": fb[key] - fa[key],
+                    "a": va,
+                    "b": vb,
+                    "delta": None if va is None or vb is None else vb - va,
                     "a_ci": ia.get(key),
                     "b_ci": ib.get(key),
                     "change": change,
@@ -159,6 +190,8 @@ def compare(a_rows: list[dict], b_rows: list[dict], a: str = "A", b: str = "B") 
 
 
 def run(a: str, b: str, history_dir: Path | None = None, fmt: str = "text") -> tuple[str, int]:
-    result = compare(load(a, history_dir), load(b, history_dir), a, b)
+    sources = [source(a, history_dir), source(b, history_dir)]
+    rows_a, rows_b = load(a, history_dir), load(b, history_dir)
+    result = compare(rows_a, rows_b, a, b, Catalogue.of_sources(sources))
     text = json.dumps(result.to_json(), indent=1) if fmt == "json" else result.text()
     return text, result.exit_code

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlagate.gate.planning import clock  # noqa: F401 (one clock format for every verb)
 from mlagate.harness import events
 
 WORDS = (
@@ -27,13 +28,6 @@ WORDS = (
 def counts_text(counts: dict[str, int]) -> str:
     """The one vocabulary for counts, as in the verdict table's footer."""
     return ", ".join(f"{counts.get(v, 0)} {word}" for v, word in WORDS)
-
-
-def clock(seconds: float) -> str:
-    s = max(0, int(round(seconds)))
-    return (
-        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
 
 
 def plain_wanted(stream=None) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
+from mlagate.suites import crosses_window  # noqa: F401 (the suites' contracts' plan rules use it too)
+
 
 def prompt(T: int, seed: int) -> dict:
     return {"T": T, "seed": seed}
@@ -30,11 +32,6 @@ def one_at_a_time(toks: list[int], mark: str | None = None) -> list[dict]:
     if steps and mark:
         steps[-1]["mark"] = mark
     return steps
-
-
-def crosses_window(T: int, S: int, k: int, kpool: int) -> bool:
-    """Whether rejecting the last k of S tokens fed on a cache of T un-completes a pool window."""
-    return (T + S) // kpool != (T + S - k) // kpool
 
 
 def budget(value, backend: str) -> float:

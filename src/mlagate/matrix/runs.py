@@ -24,7 +24,7 @@ from mlagate.matrix.model import (
 from mlagate.matrix.paths import bundled
 from mlagate.matrix.reader import POSITIVE, Node, Reader
 
-# a suite's `gates:` node (None without one) and its file's declarations, read with the profiles
+# a suite's `gates:` node (None without one) and its contract, read with the profiles
 GateNodes = dict[str, tuple[Node | None, descriptors.Descriptor]]
 
 
@@ -60,6 +60,10 @@ def read_suites(
             declared = descriptors.load(suite_path)
         except descriptors.DescriptorError as exc:
             raise r.fail(node, key, str(exc)) from None
+        if declared.kind != kind:
+            raise r.fail(
+                m["kind"], f"{key}.kind", f"{kind!r}, but its contract says {declared.kind!r}"
+            )
         gate_nodes[sid] = (m.get("gates", node), declared) if "gates" in m else (None, declared)
         suites[sid] = Suite(
             sid,
@@ -263,14 +267,14 @@ def read_gates(
     geometries: Mapping[str, Geometry],
     profiles: Mapping[str, Profile],
 ) -> dict[str, Suite]:
-    """The suites with their gates, read against each suite file's GATES once the profiles are
-    known; a sparse suite's PLAN_CHECK runs on them."""
+    """The suites with their gates, read against each suite contract's gates once the profiles
+    are known; a sparse suite's plan_check rules run on them."""
     ctx = gatespec.Check(r.fail, tuple(profiles), BACKENDS, DTYPES)
     read = dict(suites)
     for sid, (gnode, declared) in gate_nodes.items():
         gates = gatespec.read(declared.gates, gnode, f"suites.{sid}.gates", ctx)
         read[sid] = dataclasses.replace(suites[sid], gates=gates)
-        if declared.plan_check is not None:
+        if declared.rules:
             _plan_check(r, gnode, sid, declared.plan_check, gates, modules, geometries, profiles)
     return read
 

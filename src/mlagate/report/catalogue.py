@@ -1,6 +1,7 @@
 """The suites a report knows: their kinds, the order the page lists them in, their plot
-sections and the key figures the history follows, all declared in each suite's own file
-(mlagate.suites).
+sections and the key figures the history follows, all declared in each suite's contract
+(mlagate.suites: data beside the test body, never imported). A result gives figures and plots
+only when its metrics meet its suite's metrics schema.
 
 A merged document records its suites (`suites`: id -> kind and file), taken from each run
 folder's plan.json (which names a suite kept beside its matrix) over the shipped suites, so a
@@ -16,10 +17,12 @@ from pathlib import Path
 
 from mlagate import documents, results, suites
 from mlagate.matrix import bundled
+from mlagate.report import plots as plotting
+from mlagate.report.drawings import DRAWINGS
 from mlagate.runplan import FILE as PLAN_FILE
 
 KINDS = ("correctness", "performance")
-PROBLEMS = suites.KeyFigure("problems", "failing + invalid cases", "cases", lambda r: None)
+PROBLEMS = suites.KeyFigure("problems", "failing + invalid cases", "cases")
 
 
 @dataclass(frozen=True)
@@ -103,13 +106,19 @@ class Catalogue:
         """(suite, its plot section) in the suites' order."""
         return [(s, d.plots) for s in self.order(present) if (d := self._descriptor(s)) and d.plots]
 
-    def plots(self, rows: list[dict]) -> list:
+    def plots(self, rows: list[dict]) -> list[plotting.Plot]:
+        """Every plot section's charts, drawn by the report from the suite's typed results."""
         by_suite: dict[str, list[dict]] = {}
         for r in rows:
             by_suite.setdefault(r["suite"], []).append(r)
-        return [
-            p for s, section in self.sections(set(by_suite)) for p in section.plots(by_suite[s])
-        ]
+        out = []
+        for s, section in self.sections(set(by_suite)):
+            d = self._descriptor(s)
+            typed = [r for r in by_suite[s] if d.typed(r)]
+            for chart in DRAWINGS[section.draw](typed, d.key_figures) if typed else ():
+                chart.kind = section.id
+                out.append(chart)
+        return out
 
     def figures(self) -> dict[str, suites.KeyFigure]:
         """Every key figure of the known suites, by id, the per-module problem count first."""
@@ -124,21 +133,10 @@ class Catalogue:
         out: dict[str, object] = {}
         for r in rows:
             d = self._descriptor(r["suite"])
-            if d is None or r["verdict"] == "argued":
-                continue
+            if d is None or r["verdict"] == "argued" or not d.typed(r):
+                continue  # a result whose metrics do not meet the suite's schema: no figure
             for f in d.key_figures:
-                fn = f.interval if interval else f.value
-                try:
-                    v = fn(r) if fn else None
-                except (
-                    KeyError,
-                    TypeError,
-                    ValueError,
-                    ZeroDivisionError,
-                    IndexError,
-                    AttributeError,
-                ):
-                    continue  # a result of another shape: no figure from it
+                v = f.interval(r) if interval else f.value(r)
                 if v is not None:
                     out[figure_key(r, f.id)] = v
         return out

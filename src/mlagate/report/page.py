@@ -27,13 +27,42 @@ from mlagate.report.plots import Plot
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "page"
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 # a verdict is told by its symbol and its word as well as its colour
-VERDICT_SYMBOL = {"pass": "\u2713", "fail": "\u2717", "invalid": "?", "argued": "\u2234"}
+VERDICT_SYMBOL = {
+    "pass": "\u2713",
+    "fail": "\u2717",
+    "invalid": "?",
+    "argued": "\u2234",
+    # how a case looks by its outcome: an expected failure is not a regression
+    "expected": "\u2298",
+    "regression": "\u2717",
+    "lost-control": "!",
+    "fixed": "!",
+}
 VERDICT_WORD = {
     "pass": "pass",
     "fail": "fail",
     "invalid": "invalid",
     "argued": "argued-not-measured",
+    "expected": "expected fail",
+    "regression": "regression",
+    "lost-control": "lost control",
+    "fixed": "fixed (a known finding passes)",
 }
+# the page leads with red outcomes, then what could not be measured, then expected failures
+LOOK_ORDER = {"regression": 0, "lost-control": 0, "fixed": 0, "invalid": 1, "expected": 2}
+
+
+def look(r: dict) -> str:
+    """How a case is shown: by its outcome (mlagate.outcomes) where that is red or an expected
+    failure, else by its verdict."""
+    oc = outcomes.outcome(r)
+    if oc in outcomes.RED:
+        return oc.replace(" ", "-")
+    if oc == "as expected" and r["verdict"] == "fail":
+        return "expected"
+    return r["verdict"]
+
+
 ARM_KEYS = (
     "arm",
     "arm_dir",
@@ -65,11 +94,12 @@ def case_anchor(case_id: str) -> str:
 
 def _chip(r: dict) -> dict:
     tip = (
-        f"{VERDICT_WORD.get(r['verdict'], r['verdict'])} · {r.get('evidence')} evidence · "
+        f"{VERDICT_WORD.get(look(r), r['verdict'])} · {r.get('evidence')} evidence · "
         f"{results.geometry_label(r)} · {r.get('dtype', '')}: {r.get('reason', '')}"
     )
     return {
         "verdict": r["verdict"],
+        "look": look(r),
         "checkpoint": r.get("evidence") == "checkpoint",
         "anchor": case_anchor(r["case_id"]),
         "tip": tip[:300],
@@ -118,6 +148,7 @@ def verdict_matrix(rows: list[dict], cat: Catalogue) -> list[dict]:
 def _case(r: dict, anchor: bool) -> dict:
     return {
         "verdict": r["verdict"],
+        "look": look(r),
         "suite": r["suite"],
         "module": r["module"],
         "arm": r["arm"],
@@ -134,7 +165,7 @@ def _case(r: dict, anchor: bool) -> dict:
 
 
 def problems(rows: list[dict]) -> list[dict]:
-    order = lambda r: (VERDICT_ORDER[r["verdict"]], r["suite"], r["module"], r["arm"], r["case_id"])  # noqa: E731
+    order = lambda r: (LOOK_ORDER.get(look(r), 3), r["suite"], r["module"], r["arm"], r["case_id"])  # noqa: E731
     return [
         _case(r, True)
         for r in sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=order)
