@@ -164,3 +164,16 @@ def test_bad_discover_arguments_are_one_line_errors(tmp_path, gate_matrix, run_c
         "",
         f"mlagate: error: {message.format(tmp=tmp_path)}\n",
     )
+
+
+def test_two_vendored_copies_of_one_module_run_as_two_modules(tmp_path, gate_matrix):
+    repo = vendored_fake(tmp_path / "rt", "fix")
+    for name in ("again", "third"):
+        shutil.copytree(repo / "vend" / "_vendor", repo / "vend" / name)
+    matrix = load(gate_matrix)
+    found = discovery.known_modules(matrix, discovery.runtime_of(matrix, repo), repo)
+    assert {m: f.import_path for m, f in found.items()} == {
+        "vend/good": "vend._vendor.fakemla.models.good",
+        "vend/fake/good": "vend.again.fakemla.models.good",
+        "vend/fake/good-2": "vend.third.fakemla.models.good",
+    }

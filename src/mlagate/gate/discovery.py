@@ -209,8 +209,14 @@ def _entry(m: Module, runtime: Runtime, imp: str, cls: str, config: Mapping) -> 
 
 
 def _module_id(runtime: Runtime, m: Module, taken: set[str]) -> str:
-    short = f"{runtime.id}/{m.id.split('/', 1)[-1]}"
-    return short if short not in taken else f"{runtime.id}/{m.id}"
+    """`<runtime>/<name>`; where taken, `<runtime>/<registered id>`, then numbered."""
+    for mid in (f"{runtime.id}/{m.id.split('/', 1)[-1]}", f"{runtime.id}/{m.id}"):
+        if mid not in taken:
+            return mid
+    n = 2
+    while f"{runtime.id}/{m.id}-{n}" in taken:
+        n += 1
+    return f"{runtime.id}/{m.id}-{n}"
 
 
 def discover(matrix: Matrix, runtime: Runtime, head: Path) -> list[Found]:
