@@ -40,6 +40,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--cpu",
+        type=cargs.cpu,
         default="auto",
         help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), "
         "none, or a number",
@@ -130,7 +131,8 @@ def main(args) -> int:
     target = runopts.resume_target(args)
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    spec = shard.parse_spec(args.shard) if args.shard else None
+    selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
+    spec = shard.parse_spec(args.shard) if args.shard is not None else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()
     fitness = runopts.performance_health(args, matrix, selection, backend)
