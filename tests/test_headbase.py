@@ -205,10 +205,9 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
     )
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr == (
-        f"mlagate: error: --head {repo}: MLA class NovelAttention in fakemla.models.novel is not "
-        f"in {head_matrix}: "
-        "add a modules: entry with import: fakemla.models.novel, attention: NovelAttention, "
-        "model, args and geometries\n"
+        f"mlagate: error: --head {repo}: 1 MLA class is not in {head_matrix}: NovelAttention "
+        f"(fakemla.models.novel); `mlagate discover {repo} --matrix {head_matrix} "
+        "--write-snippet FILE` writes their entries\n"
     )
 
 
@@ -232,7 +231,9 @@ def test_an_unregistered_mla_module_in_head_is_one_line_naming_what_to_add(
         ),
         (
             ["--head", "{tmp}"],
-            "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/)",
+            "--head {tmp}: holds none of the runtimes of {matrix} (looked for fakemla/) and no "
+            "top-level package with MLA classes: add to runtimes: in {matrix} `PACKAGE: {{package: "
+            "PACKAGE, distribution: DISTRIBUTION}}`",
         ),
     ],
 )
@@ -261,7 +262,9 @@ def shipped_trees(tmp_path):
             path = (tmp_path / side).joinpath(*m.import_path.split(".")).with_suffix(".py")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"class {m.attention}:\n    pass\n")
-    return shipped, {mid: m.attention for mid, m in modules.items()}
+    from mlagate.gate.discovery import Found
+
+    return shipped, {mid: Found(m.import_path, m.attention, mid, mid) for mid, m in modules.items()}
 
 
 def test_the_derived_shipped_matrix_keeps_only_what_its_modules_and_arms_need(tmp_path):
@@ -272,7 +275,8 @@ def test_the_derived_shipped_matrix_keeps_only_what_its_modules_and_arms_need(tm
     from mlagate.gate import headbase
 
     shipped, found = shipped_trees(tmp_path)
-    doc = headbase.derive(shipped, "mlx-lm", tmp_path / "head", tmp_path / "base", found)
+    runtime = shipped.runtimes["mlx-lm"]
+    doc = headbase.derive(shipped, runtime, tmp_path / "head", tmp_path / "base", found)
     derived = matrix.parse(yaml.safe_dump(doc), tmp_path / "derived.yaml")
     assert set(derived.arms) == {"head", "base"} and set(derived.modules) == set(found)
     assert "mutants" not in doc
@@ -293,7 +297,8 @@ def test_a_module_base_does_not_define_runs_on_head_only(tmp_path):
 
     shipped, found = shipped_trees(tmp_path)
     (tmp_path / "base" / "mlx_lm" / "models" / "kimi_k3.py").write_text("class Other:\n    pass\n")
-    doc = headbase.derive(shipped, "mlx-lm", tmp_path / "head", tmp_path / "base", found)
+    runtime = shipped.runtimes["mlx-lm"]
+    doc = headbase.derive(shipped, runtime, tmp_path / "head", tmp_path / "base", found)
     assert doc["modules"]["mlx-lm/kimi_k3"]["arms"] == ["head"]
     assert doc["modules"]["mlx-lm/deepseek_v3"]["arms"] == ["head", "base"]
 

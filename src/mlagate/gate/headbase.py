@@ -2,9 +2,9 @@
 
 The checkout at PATH (its working tree, as it is) becomes the path arm `head` (role head); the
 commit where it left REF (git merge-base) becomes the path arm `base` (role base), head's
-baseline. The modules are the MLA attention classes that discovery finds in head: each must be
-one the matrix already registers (same import path and class), so a known module needs no
-registration and an unknown one is a one-line error naming what to add. The run's matrix is
+baseline. The modules are the MLA attention classes that discovery finds in head
+(mlagate.gate.discovery): each runs as the registered module it matches, wherever in the tree it
+is; the unknown ones are one error naming the command that writes their entries. The run's matrix is
 written to OUT/headbase/matrix.yaml (with base's tree beside it) so every replay command works;
 errors about it name the user's matrix. Every case runs on head and on base, and head's outcome
 is relative to base's verdict (mlagate.headrun); the paired suites compare head with base.
@@ -26,8 +26,9 @@ import yaml
 
 from mlagate import headrun
 from mlagate.gate import outdir
+from mlagate.gate.discovery import Found, extend, known_modules, runtime_of
 from mlagate.matrix import Matrix, load
-from mlagate.scan import guards as scanner
+from mlagate.matrix.model import Runtime
 
 HEAD, BASE = "head", "base"
 
@@ -71,45 +72,6 @@ def default_base(path: Path) -> str:
         except HeadBaseError:
             continue
     return "main"
-
-
-def runtime_of(matrix: Matrix, head: Path) -> str:
-    found = [r.id for r in matrix.runtimes.values() if (head / r.package).is_dir()]
-    if len(found) != 1:
-        packages = ", ".join(f"{r.package}/" for r in matrix.runtimes.values())
-        what = "none" if not found else " and ".join(found)
-        raise HeadBaseError(
-            f"--head {head}: holds {what} of the runtimes of {matrix.path} (looked for {packages})"
-        )
-    return found[0]
-
-
-def known_modules(matrix: Matrix, runtime: str, head: Path) -> dict[str, str]:
-    """Matrix module id -> the attention class found in head; an unregistered class is an error."""
-    package = matrix.runtimes[runtime].package
-    registered = {}
-    for m in matrix.modules.values():
-        if m.runtime == runtime:
-            for cls in {
-                m.attention,
-                *(o.get("attention", m.attention) for o in m.overrides.values()),
-            }:
-                registered.setdefault((m.import_path, cls), m.id)
-    chosen = {}
-    for imp, cls in scanner.discover(head, package):
-        if (imp, cls) not in registered:
-            raise HeadBaseError(
-                f"--head {head}: MLA class {cls} in {imp} is not in {matrix.path}: add a modules: "
-                "entry "
-                f"with import: {imp}, attention: {cls}, model, args and geometries"
-            )
-        chosen[registered[(imp, cls)]] = cls
-    if not chosen:
-        raise HeadBaseError(
-            f"--head {head}: no MLA attention class (calling self.embed_q and self.unembed_out) "
-            f"under {package}/"
-        )
-    return chosen
 
 
 def export_base(head: Path, ref: str, dest: Path, package: str) -> str:
@@ -175,30 +137,34 @@ def _classes(tree: Path, import_path: str) -> set[str]:
     return set()
 
 
-def _carried(matrix: Matrix, runtime: str, kept: dict) -> list[dict]:
-    """The known findings that hold for base and head: those of the stock arms of head's runtime
-    on the kept modules, named for base (a finding of the release is one of main's); a `skip`
+def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict]:
+    """The known findings that hold for base and head: those of the stock arms on the kept
+    modules (for a module that carries another's entry, a vendored copy: on that one),
+    named for base (a finding of the release is one of main's); a `skip`
     among them also for head (what cannot be measured on the release cannot on the change). The
     first of two for the same case wins (matrix order)."""
-    stock = {a.id for a in matrix.arms.values() if a.runtime == runtime and a.role == "stock"}
+    stock = {a.id for a in matrix.arms.values() if a.role == "stock"}
+    carriers: dict[str, list[str]] = {}
+    for mid, found in modules.items():
+        carriers.setdefault(found.reuses or mid, []).append(mid)
     out: dict[tuple, dict] = {}
-    for e in matrix.expectations:
-        if e.arm not in stock or e.module not in kept:
+    for e, mid in ((x, m) for x in matrix.expectations for m in carriers.get(x.module, ())):
+        if e.arm not in stock or mid not in kept:
             continue
         for arm in (BASE, HEAD) if e.verdict == "skip" else (BASE,):
-            if arm == BASE and BASE not in kept[e.module]["arms"]:
+            if arm == BASE and BASE not in kept[mid]["arms"]:
                 continue
-            entry = {"suite": e.suite, "module": e.module, "arm": arm}
+            entry = {"suite": e.suite, "module": mid, "arm": arm}
             entry |= {"geometry": e.geometry} if e.geometry else {}
             entry |= {"backend": e.backend} if e.backend else {}
             entry |= {"verdict": e.verdict, "reason": e.reason}
             entry |= {"link": e.link} if e.link else {}
-            out.setdefault((e.suite, e.module, arm, e.geometry, e.backend), entry)
+            out.setdefault((e.suite, mid, arm, e.geometry, e.backend), entry)
     return list(out.values())
 
 
 def derive(
-    matrix: Matrix, runtime: str, head: Path, base_tree: Path, modules: dict[str, str]
+    matrix: Matrix, runtime: Runtime, head: Path, base_tree: Path, modules: dict[str, Found]
 ) -> dict:
     """The matrix's own document with only the arms head and base and the modules found in head
     (on base too when base defines the class, else on head only: a new case).
@@ -208,14 +174,16 @@ def derive(
     name arms of the matrix) are dropped. A suite's own file is named by its absolute path, so
     the derived file, written elsewhere, finds it."""
     raw = yaml.safe_load(matrix.path.read_text(encoding="utf-8"))
+    extend(raw, matrix, runtime, modules)  # a derived runtime, modules found at other paths
     raw["arms"] = {
-        HEAD: {"runtime": runtime, "path": str(head), "role": HEAD, "baseline": BASE},
-        BASE: {"runtime": runtime, "path": str(base_tree), "role": BASE},
+        HEAD: {"runtime": runtime.id, "path": str(head), "role": HEAD, "baseline": BASE},
+        BASE: {"runtime": runtime.id, "path": str(base_tree), "role": BASE},
     }
     kept = {}
-    for mid, cls in modules.items():
+    for mid, found in modules.items():
+        cls = found.attention
         entry = {k: v for k, v in raw["modules"][mid].items() if k not in ("arms", "overrides")}
-        in_base = cls in _classes(base_tree, matrix.modules[mid].import_path)
+        in_base = cls in _classes(base_tree, found.import_path)
         kept[mid] = {**entry, "attention": cls, "arms": [HEAD, BASE] if in_base else [HEAD]}
     raw["modules"] = kept
     raw["checkpoints"] = {
@@ -230,7 +198,7 @@ def derive(
             suite["file"] = str(matrix.suites[sid].path)
     raw.pop("mutants", None)
     raw.pop("expectations", None)
-    carried = _carried(matrix, runtime, kept)
+    carried = _carried(matrix, kept, modules)
     if carried:
         raw["expectations"] = carried
     return raw
@@ -299,7 +267,7 @@ def prepare(
         base_tree = where / "base"
         if base_tree.exists():
             shutil.rmtree(base_tree)
-        commit = export_base(head, ref, base_tree, matrix.runtimes[runtime].package)
+        commit = export_base(head, ref, base_tree, runtime.package)
         doc = derive(matrix, runtime, head, base_tree, modules)
         target = where / "matrix.yaml"
         target.write_text(
@@ -307,7 +275,7 @@ def prepare(
             f"{matrix.path}\n" + yaml.safe_dump(doc, sort_keys=False)
         )
     hb = HeadBase(
-        target, tuple(sorted(modules)), runtime, commit, matrix.path, head_commit(head),
+        target, tuple(sorted(modules)), runtime.id, commit, matrix.path, head_commit(head),
         base_label(head, ref, commit),
     )  # fmt: skip
     headrun.write_record(where, hb, str(head), ref, strict)
