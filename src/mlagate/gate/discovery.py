@@ -24,18 +24,11 @@ from mlagate.gate.errors import UsageError
 from mlagate.gate.modelargs import Source, tiny_config
 from mlagate.matrix import Matrix
 from mlagate.matrix.model import Module, Runtime
+from mlagate.matrix.targets import GEOMETRY_DIMS
 from mlagate.scan import guards as scanner
 
 # the config keys the harness sets from a geometry (mlagate.harness.shapes), before geometry_keys
-GEOMETRY_KEYS = (
-    "kv_lora_rank",
-    "qk_nope_head_dim",
-    "v_head_dim",
-    "qk_rope_head_dim",
-    "num_attention_heads",
-    "hidden_size",
-    "q_lora_rank",
-)
+GEOMETRY_KEYS = (*GEOMETRY_DIMS, "q_lora_rank")
 INDEXER_KEYS = ("index_n_heads", "index_head_dim", "index_topk")
 OPTIONAL_KEYS = ("q_lora_rank",)  # a model without a query LoRA ignores it
 

@@ -33,7 +33,7 @@ def read_runtimes(r: Reader, section: Node) -> dict[str, Runtime]:
 
 
 # the integer dimensions of a geometry, in the order they are checked
-_GEOMETRY_DIMS = (
+GEOMETRY_DIMS = (
     "kv_lora_rank",
     "qk_nope_head_dim",
     "v_head_dim",
@@ -52,13 +52,13 @@ def read_geometries(r: Reader, section: Node) -> dict[str, Geometry]:
         m = r.mapping(
             node,
             key,
-            {*_GEOMETRY_DIMS, "q_lora_rank", "source", "indexer"},
-            {*_GEOMETRY_DIMS, "source"},
+            {*GEOMETRY_DIMS, "q_lora_rank", "source", "indexer"},
+            {*GEOMETRY_DIMS, "source"},
         )
         indexer = _indexer(r, m, key)
         dims = {
             k: r.req(m, k, key, int, **(NON_NEGATIVE if k == "qk_rope_head_dim" else POSITIVE))
-            for k in _GEOMETRY_DIMS
+            for k in GEOMETRY_DIMS
         }
         _check_geometry(r, m, key, dims)
         geometries[gid] = Geometry(
