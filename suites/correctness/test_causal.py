@@ -46,8 +46,9 @@ def _chunks(toks: list[int], width: int) -> list[dict]:
 
 def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, list, dict]:
     """Scripts of one path: prompt causality (one call; chunked on the natural path) and verify
-    causality, each changed script paired with its unchanged run; where: pair -> (mode, T, L,
-    absolute j). A chunked script stops after the chunk that holds j (the earlier chunks were
+    causality (every width on every verify cache; a forced path: every width on the longest,
+    the widest on the others), each changed script paired with its unchanged run; where: pair
+    -> (mode, T, L, absolute j). A chunked script stops after the chunk that holds j (the earlier chunks were
     computed before j was fed)."""
     rng = random.Random(g["seed"])
     n = topk + g["prompt_past_topk"]
@@ -75,8 +76,12 @@ def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, lis
                 [{"tokens": toks}] if mode == "prefill" else _chunks(toks[: (j // c + 1) * c], c)
             )
             add(f"{mode}/j={j}", 0, steps, f"{mode}/ref", (mode, 0, n, j))
+    verify = _lengths(g["verify_caches"], topk)
     grid: dict[tuple, set] = {
-        (T, L): {L - 1} for T in _lengths(g["verify_caches"], topk) for L in g["widths"]
+        (T, L): {L - 1}
+        for T in verify
+        for L in g["widths"]
+        if force is None or T == verify[-1] or L == max(g["widths"])
     }
     if force is None:
         L = max(g["widths"])
