@@ -48,8 +48,8 @@ def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, lis
     """Scripts of one path: prompt causality (one call; chunked on the natural path) and verify
     causality (every width on every verify cache; a forced path: every width on the longest,
     the widest on the others), each changed script paired with its unchanged run; where: pair
-    -> (mode, T, L, absolute j). A chunked script stops after the chunk that holds j (the earlier chunks were
-    computed before j was fed)."""
+    -> (mode, T, L, absolute j). A chunked script stops after the chunk that holds j (the
+    earlier chunks were computed before j was fed)."""
     rng = random.Random(g["seed"])
     n = topk + g["prompt_past_topk"]
     prompt = scripts.tokens(rng, vocab, n)
