@@ -184,9 +184,8 @@ def test_mask_operators_find_every_site_by_ast(tmp_path):
 
 @pytest.mark.mutate
 def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
-    """pooled.py's one mask site (a pool window `visible` once complete: `<=` made `<`) hides
-    the query's own window when it just completed: wide steps and decoding agree, and only the
-    short-context check sees the keys it lost."""
+    """pooled.py's one mask site (a pool window is `visible` once complete: `<=` made `<`) hides
+    a query's own window in the step it completes: the causal suite kills it."""
     out = tmp_path / "out"
     proc = cli(
         "mutate",
