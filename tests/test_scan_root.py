@@ -101,3 +101,51 @@ def test_sarif_with_fixes_validates_against_the_schema(repo):
     assert not any("fixes" in r for r in doc["runs"][0]["results"] if r["ruleId"] != "MLA001"), (
         "fixes only where the edit is mechanical"
     )
+
+
+def _namespace_tree(tmp_path):
+    """A vendored copy without __init__.py files: mlx_vlm/models/deepseek_v3/language.py."""
+    folder = tmp_path / "vendor" / "mlx_vlm" / "models" / "deepseek_v3"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "guards" / "neg_threshold.py", folder / "language.py")
+    return tmp_path / "vendor"
+
+
+def test_files_in_folders_without_init_get_their_full_module_names(tmp_path):
+    vendor = _namespace_tree(tmp_path)
+    registered = {("mlx_vlm.models.deepseek_v3.language", "Attn")}
+    for top, module in (
+        (vendor, "vendor.mlx_vlm.models.deepseek_v3.language"),  # a folder of packages
+        (vendor / "mlx_vlm", "mlx_vlm.models.deepseek_v3.language"),  # a namespace package
+    ):
+        report = scanner.scan([top], registered=registered)
+        assert report.modules == [(module, "Attn")]
+        assert report.findings == []  # registered: the suffix of its module name matches
+
+
+def test_an_unregistered_module_is_reported_at_its_file_and_line(tmp_path):
+    vendor = _namespace_tree(tmp_path)
+    report = scanner.scan([vendor], registered=set(), root=tmp_path)
+    (f,) = report.findings
+    assert (f.rule, f.path, f.line) == (
+        "MLA004",
+        "vendor/mlx_vlm/models/deepseek_v3/language.py",
+        2,
+    )
+    assert f.message.startswith("vendor.mlx_vlm.models.deepseek_v3.language:Attn is an MLA module")
+    doc = json.loads(findings.sarif(report))
+    (loc,) = doc["runs"][0]["results"][0]["locations"]
+    assert loc["physicalLocation"]["artifactLocation"]["uri"] == f.path
+    assert (tmp_path / loc["physicalLocation"]["artifactLocation"]["uri"]).is_file()
+    assert findings.github(report).startswith(
+        "::error file=vendor/mlx_vlm/models/deepseek_v3/language.py,line=2,col=1,title=MLA004::"
+    )
+
+
+def test_a_stale_allowlist_entry_points_at_the_module_file(tmp_path):
+    from mlagate import matrix
+
+    vendor = _namespace_tree(tmp_path)
+    allow = [matrix.Allow("mlx_vlm.models.deepseek_v3.language", "L == 1", "gone")]
+    (f,) = scanner.scan([vendor], allow, root=tmp_path).findings
+    assert (f.rule, f.path) == ("MLA005", "vendor/mlx_vlm/models/deepseek_v3/language.py")

@@ -1,4 +1,5 @@
-"""Arms: isolated installs of a runtime, materialised once into a content-addressed cache.
+"""Arms: isolated installs of a runtime, materialised once into a content-addressed cache
+(how one is installed: mlagate.installing).
 
 The parent process never imports an arm; it only installs files. An arm directory holds
 `site/` (what a worker puts first on sys.path) and `arm.json` (what was installed).
@@ -13,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -21,18 +21,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import packs
+from mlagate import installing, packs
+from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
+    ArmError,
+    Installed,
+    apply_patch,
+    install,
+    sha,
+    tree_digest,
+)
 from mlagate.matrix import Arm, Matrix, Runtime
 
 LAYOUT = 1
-
-
-class ArmError(RuntimeError):
-    """An arm could not be materialised; str() is one line naming the arm."""
-
-    def __init__(self, arm: str, message: str):
-        super().__init__(f"arm {arm}: {message}")
-        self.arm = arm
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,14 @@ class ArmInstall:
     key: str
     dir: Path
     version: str
+    notes: tuple[str, ...] = ()  # what the install had to work around (arm.json "notes")
 
     @property
     def site(self) -> Path:
         return self.dir / "site"
 
     def has_module(self, import_path: str) -> bool:
-        parts = import_path.split(".")
-        base = self.site.joinpath(*parts)
-        return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+        return installing.has_module(self.site, import_path)
 
 
 def cache_root() -> Path:
@@ -63,86 +62,39 @@ def cache_root() -> Path:
 def arm_key(arm: Arm) -> str:
     """Content address: the source, the patches' bytes and the needs; with needs (which may be
     compiled), also the interpreter and platform. A runtime alone is pure Python, so its
-    install serves any Python 3 on any platform, and an exported cache travels between them."""
-    payload = {
-        "layout": LAYOUT,
-        "source": [arm.source.kind, arm.source.spec, arm.source.ref],
-        "patches": [hashlib.sha256(p.read_bytes()).hexdigest() for p in arm.patches],
-        "needs": sorted(arm.needs),
-    }
-    if arm.needs:
-        payload["python"] = f"{sys.version_info.major}.{sys.version_info.minor}"
-        payload["platform"] = sysconfig.get_platform()
-    if arm.source.kind == "path":
-        payload["tree"] = _tree_digest(Path(arm.source.spec))
+    install serves any Python 3 on any platform, and an exported cache travels between them.
+    An overlay arm: the key of the arm it overlays and each overlaid file's bytes. What an arm
+    activates installs (activate.install) counts; its module, function and env do not (they
+    are the worker's, not the install's)."""
+    if arm.overlay is not None:
+        payload = {
+            "layout": LAYOUT,
+            "on": arm_key(arm.overlay.on),
+            "overlay": [[f.dest, sha(f.source)] for f in arm.overlay.files],
+        }
+    else:
+        payload = {
+            "layout": LAYOUT,
+            "source": [arm.source.kind, arm.source.spec, arm.source.ref],
+            "needs": sorted(arm.needs),
+        }
+        if arm.needs:
+            payload["python"] = f"{sys.version_info.major}.{sys.version_info.minor}"
+            payload["platform"] = sysconfig.get_platform()
+        if arm.source.kind == "path":
+            payload["tree"] = tree_digest(Path(arm.source.spec))
+    payload["patches"] = [sha(p) for p in arm.patches]
+    if arm.activate is not None and arm.activate.install:
+        payload["activate_install"] = [_spec_digest(s) for s in arm.activate.install]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def apply_patch(site: Path, patch: Path, ceiling: Path) -> str | None:
-    """`git apply -p1` of one patch inside an arm's site/ (git never looks above ceiling); the
-    first line of git's complaint when it does not apply, else None."""
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(ceiling)}
-    proc = subprocess.run(
-        ["git", "apply", "-p1", "--whitespace=nowarn", str(patch)],
-        cwd=site,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if proc.returncode == 0:
-        return None
-    return next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git apply failed")
-
-
-def _pip(arm: str, args: list[str], what: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--quiet",
-        *args,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [
-            ln.strip()
-            for ln in (proc.stderr + proc.stdout).splitlines()
-            if ln.strip() and not ln.startswith("WARNING")
-        ]
-        errors = [ln for ln in lines if ln.startswith("ERROR") and "yanked" not in ln]
-        msg = errors[-1] if errors else (lines[-1] if lines else f"pip exited {proc.returncode}")
-        raise ArmError(arm, f"{what} failed: {msg}")
-
-
-def _requirement(arm: Arm, runtime: Runtime) -> str:
-    src = arm.source
-    if src.kind == "pypi":
-        return src.spec
-    if src.kind == "git":
-        return f"{runtime.distribution} @ git+{src.spec}@{src.ref}"
-    return src.spec
-
-
-def _version(site: Path, runtime: Runtime) -> str:
-    """The installed distribution's version; a copied source tree has none ("tree")."""
-    norm = runtime.distribution.replace("-", "_").lower()
-    for info in site.glob("*.dist-info"):
-        if info.name.lower().startswith(norm + "-"):
-            for line in (info / "METADATA").read_text(encoding="utf-8").splitlines():
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-    return "tree"
+def _spec_digest(spec: str) -> list[str]:
+    """A requirement as written; a local path by its name and content (not where it lies)."""
+    path = Path(spec)
+    if not path.is_absolute() or not path.exists():
+        return [spec]
+    return [path.name, tree_digest(path) if path.is_dir() else sha(path)]
 
 
 def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInstall:
@@ -163,9 +115,13 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
             packs.write_content(final)  # installed before content manifests: adopted once
         if _installed(final):
             return _read(arm, runtime, final)
+        on = None
+        if arm.overlay is not None:  # the arm it overlays, from the cache or installed now
+            base = materialise(arm.overlay.on, runtime, root)
+            on = Installed(base.arm.id, base.key, base.site)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=arms_dir))
         try:
-            _install(arm, runtime, staging, key)
+            install(arm, runtime, staging, key, on)
             packs.write_content(staging)
             if final.exists():
                 shutil.rmtree(final)
@@ -199,61 +155,10 @@ def verify_all(installs: dict[str, ArmInstall]) -> None:
             ) from None
 
 
-def _install(arm: Arm, runtime: Runtime, staging: Path, key: str) -> None:
-    site = staging / "site"
-    site.mkdir()
-    tree = Path(arm.source.spec)
-    if arm.source.kind == "path" and not any(
-        (tree / f).exists() for f in ("pyproject.toml", "setup.py")
-    ):
-        if not (tree / runtime.package).is_dir():
-            raise ArmError(
-                arm.id,
-                f"{tree} holds neither a project (pyproject.toml, setup.py) nor a "
-                f"{runtime.package}/ package",
-            )
-        shutil.copytree(
-            tree / runtime.package,
-            site / runtime.package,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
-    else:
-        _pip(
-            arm.id,
-            ["--no-deps", "--no-compile", "--target", str(site), _requirement(arm, runtime)],
-            f"installing {arm.source.describe()}",
-        )
-    if arm.needs:
-        _pip(
-            arm.id,
-            ["--no-compile", "--target", str(site), *arm.needs],
-            f"installing needs {' '.join(arm.needs)}",
-        )
-    if not (site / runtime.package).is_dir():
-        raise ArmError(arm.id, f"the install holds no package {runtime.package}")
-    for patch in arm.patches:
-        problem = apply_patch(site, patch, staging.parent)
-        if problem:
-            raise ArmError(arm.id, f"patch {patch.name} does not apply: {problem}")
-    manifest = {
-        "arm": arm.id,
-        "runtime": runtime.id,
-        "source": {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref},
-        "patches": [
-            {"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-            for p in arm.patches
-        ],
-        "needs": list(arm.needs),
-        "version": _version(site, runtime),
-        "key": key,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    (staging / "arm.json").write_text(json.dumps(manifest, indent=1))
-
-
 def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
     manifest = json.loads((path / "arm.json").read_text())
-    return ArmInstall(arm, runtime, path.name, path, manifest["version"])
+    notes = tuple(manifest.get("notes", ()))
+    return ArmInstall(arm, runtime, path.name, path, manifest["version"], notes)
 
 
 def materialise_all(
@@ -271,7 +176,7 @@ def materialise_all(
             continue
         print(
             f"mlagate: installing arm {a.id} ({todo.index(a.id) + 1} of {len(todo)}): "
-            f"{a.source.describe()}",
+            f"{describe(a)}",
             file=sys.stderr,
             flush=True,
         )
@@ -285,6 +190,16 @@ def materialise_all(
             flush=True,
         )
     return out
+
+
+def describe(arm: Arm) -> str:
+    """Where an arm comes from, in a few words."""
+    if arm.overlay is not None:
+        return f"arm {arm.overlay.on.id} with {len(arm.overlay.files)} files overlaid"
+    extra = (
+        f" and {', '.join(arm.activate.install)}" if arm.activate and arm.activate.install else ""
+    )
+    return arm.source.describe() + extra
 
 
 def export(installs: dict[str, ArmInstall], out: Path) -> Path:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from mlagate.arms import ArmInstall
+from mlagate.worker.activation import worker_env
 from mlagate.worker.server import PIN_ENV
 
 BOOTSTRAP = (
@@ -128,7 +129,7 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             pass_fds=(child_rx, child_tx),
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env=worker_env({**os.environ, **(env or {})}, install.arm.activate),
         )
         os.close(child_rx)
         os.close(child_tx)

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from mlagate import yamlread
+from mlagate.matrix.armread import read_arms
 from mlagate.matrix.findings import read_allowlist, read_equivalent_mutants, read_expectations
 from mlagate.matrix.jsonform import from_json, thaw, to_json
 from mlagate.matrix.model import (
@@ -20,6 +21,7 @@ from mlagate.matrix.model import (
     ROLES,
     SCHEMA_VERSION,
     SUITE_KINDS,
+    Activation,
     Allow,
     Arm,
     ArmSource,
@@ -31,6 +33,8 @@ from mlagate.matrix.model import (
     Matrix,
     MatrixError,
     Module,
+    Overlay,
+    OverlayFile,
     Profile,
     Runner,
     Runtime,
@@ -47,7 +51,6 @@ from mlagate.matrix.runs import (
     read_suites,
 )
 from mlagate.matrix.targets import (
-    read_arms,
     read_checkpoints,
     read_geometries,
     read_modules,
@@ -60,6 +63,7 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "ROLES",
     "SCHEMA_VERSION",
     "SUITE_KINDS",
+    "Activation",
     "Allow",
     "Arm",
     "ArmSource",
@@ -71,6 +75,8 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "Matrix",
     "MatrixError",
     "Module",
+    "Overlay",
+    "OverlayFile",
     "Profile",
     "Runner",
     "Runtime",

@@ -43,6 +43,32 @@ class ArmSource:
 
 
 @dataclass(frozen=True)
+class Activation:
+    """Code an arm's worker runs after its paths are set and before it builds a model: a module
+    imported (its parent packages' inits stay bare), then an optional function of it called with
+    no arguments, under environment variables set for the worker (None: unset there)."""
+
+    module: str
+    function: str | None = None
+    env: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    install: tuple[str, ...] = ()  # requirements or resolved paths, installed with --no-deps
+
+
+@dataclass(frozen=True)
+class OverlayFile:
+    dest: str  # a path inside the arm's site/ (posix, relative)
+    source: Path
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Files copied over another arm's install (its source, needs and patches)."""
+
+    on: Arm
+    files: tuple[OverlayFile, ...]
+
+
+@dataclass(frozen=True)
 class Arm:
     id: str
     runtime: str
@@ -51,6 +77,8 @@ class Arm:
     patches: tuple[Path, ...] = ()
     needs: tuple[str, ...] = ()
     baseline: str | None = None
+    activate: Activation | None = None
+    overlay: Overlay | None = None  # this arm is overlay.on's install with files replaced
 
 
 @dataclass(frozen=True)

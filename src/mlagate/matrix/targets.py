@@ -1,18 +1,16 @@
-"""The sections of matrix.yaml that say what is tested: runtimes, arms, geometries, modules and
-checkpoints. Each reader takes its section's node and the tables read before it."""
+"""The sections of matrix.yaml that say what is tested: runtimes, geometries, modules and
+checkpoints (arms: mlagate.matrix.armread). Each reader takes its section's node and the tables
+read before it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from mlagate.matrix.model import (
-    ROLES,
     Arm,
-    ArmSource,
     Checkpoint,
     Geometry,
     Indexer,
@@ -32,75 +30,6 @@ def read_runtimes(r: Reader, section: Node) -> dict[str, Runtime]:
             rid, r.req(m, "package", key, str), r.req(m, "distribution", key, str)
         )
     return runtimes
-
-
-def read_arms(
-    r: Reader, section: Node, runtimes: Mapping[str, Runtime], base: Path
-) -> dict[str, Arm]:
-    """`arms: {id: {runtime, role, pypi | git and ref | path, patches?, needs?, baseline?}}`;
-    paths resolve beside the matrix (base)."""
-    arms = {}
-    for aid, node in r.table(section, "arms").items():
-        key = f"arms.{aid}"
-        m = r.mapping(
-            node,
-            key,
-            {"runtime", "pypi", "git", "ref", "path", "patches", "needs", "role", "baseline"},
-            {"runtime", "role"},
-        )
-        runtime = r.req(m, "runtime", key, str)
-        if runtime not in runtimes:
-            raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
-        source = _arm_source(r, node, m, key, base)
-        patches = _patches(r, m, key, base)
-        role = r.req(m, "role", key, str, check=lambda x: x in ROLES, what=" or ".join(ROLES))
-        arms[aid] = Arm(
-            aid,
-            runtime,
-            source,
-            role,
-            patches,
-            r.str_list(m.get("needs"), f"{key}.needs"),
-            r.opt(m, "baseline", key, str),
-        )
-    for arm in arms.values():  # a baseline may name an arm declared after it
-        if arm.baseline is not None and arm.baseline not in arms:
-            raise r.fail(
-                section.value[arm.id].value["baseline"],
-                f"arms.{arm.id}.baseline",
-                f"unknown arm {arm.baseline!r}",
-            )
-    return arms
-
-
-def _arm_source(r: Reader, node: Node, m: dict[str, Node], key: str, base: Path) -> ArmSource:
-    """Where an arm comes from: exactly one of pypi, git (with a ref) or an existing path."""
-    sources = [s for s in ("pypi", "git", "path") if s in m]
-    if len(sources) != 1:
-        raise r.fail(node, key, "give exactly one of pypi, git or path")
-    kind = sources[0]
-    spec = r.req(m, kind, key, str)
-    ref = r.opt(m, "ref", key, str)
-    if kind == "git" and not ref:
-        raise r.fail(node, f"{key}.ref", "a git arm needs a ref")
-    if kind != "git" and ref:
-        raise r.fail(m["ref"], f"{key}.ref", "ref is only for git arms")
-    if kind == "path":
-        spec = str((base / spec).resolve())
-        if not Path(spec).exists():
-            raise r.fail(m["path"], f"{key}.path", f"no such directory: {spec}")
-    return ArmSource(kind, spec, ref)
-
-
-def _patches(r: Reader, m: dict[str, Node], key: str, base: Path) -> tuple[Path, ...]:
-    """An arm's patch files, resolved beside the matrix; each must exist."""
-    patches = []
-    for i, p in enumerate(r.str_list(m.get("patches"), f"{key}.patches")):
-        pp = (base / p).resolve()
-        if not pp.is_file():
-            raise r.fail(m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}")
-        patches.append(pp)
-    return tuple(patches)
 
 
 # the integer dimensions of a geometry, in the order they are checked

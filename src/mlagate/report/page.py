@@ -68,6 +68,8 @@ ARM_KEYS = (
     "arm_dir",
     "arm_version",
     "arm_key",
+    "arm_notes",
+    "activation",
 )  # per arm; the rest is the run's environment
 CSS = (TEMPLATES / "page.css").read_text(encoding="utf-8")
 COPY_SCRIPT = (TEMPLATES / "copy.html").read_text(encoding="utf-8")

@@ -1,23 +1,27 @@
-"""The guard analysis of mlagate.scan.guards, over `ast` only: which classes are MLA dispatches,
-which branch conditions restrict a path to exactly one query or new token, and what such a branch
-gates.
+"""The guard analysis of a Python file, over `ast` only: which classes are MLA dispatches, what
+a branch condition says about the query width and the cache length, and what a branch gates.
 
 - mla_classes(): every class whose own code calls both the query fold (`self.embed_q(...)`) and
   the output unfold (`self.unembed_out(...)`).
-- Function: what one function binds (query-length names, names bound to a single- or
-  multi-query test) and the kind of a test (`L == 1`, `1 == L`, `S <= 1`, `x.shape[1] == 1`,
-  `not q_len > 1`, a name bound to such a test, ...).
+- constants(): module-level names bound once to an int literal (`MAX_ABSORBED = 8`).
+- Function: what one function binds (query-length names, cache-length names, names bound to a
+  condition) and the facts of a condition (mlagate.scan.facts: `L == 1`, `1 == L`, `S <= 1`,
+  `x.shape[1] == 1`, `not q_len > 1`, `L <= MAX_ABSORBED`, `T < 1024`, a name bound to such a
+  test, `and` / `or` / `not` of them, ...).
 - gates(): absorbed, pooling or other, from the names a branch reads.
 
 Query-length names are those bound from a shape in the same function: position 1 of a
 3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
-`.shape[1]` / `.shape[-2]`, and names assigned from them. No regular expression reads the
-source.
+`.shape[1]` / `.shape[-2]`, and names assigned from them. Cache-length names: `cache.offset`,
+`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, and names assigned from them.
+No regular expression reads the source.
 """
 
 from __future__ import annotations
 
 import ast
+
+from mlagate.scan import facts as F
 
 SINGLE, MULTI = "single", "multi"
 ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}
@@ -122,18 +126,53 @@ def statements(block):
             yield from statements(child)
 
 
-class Function:
-    """What one function binds: query-length names and names bound to single/multi tests."""
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
-    def __init__(self, fn):
+
+def constants(tree: ast.Module) -> dict[str, int]:
+    """Module-level names bound once to an int literal (`MAX_ABSORBED = 8`)."""
+    seen: dict[str, int | None] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], _const(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, _const(stmt.value)
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            seen[target.id] = value if target.id not in seen else None
+    return {k: v for k, v in seen.items() if v is not None}
+
+
+def _cachey(node) -> bool:
+    """A name or attribute chain that names a cache (`cache`, `self.cache`, `past_cache`)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and "cache" in node.attr.lower():
+            return True
+        node = node.value
+    return isinstance(node, ast.Name) and "cache" in node.id.lower()
+
+
+_CACHE_TENSORS = ("cache", "latent", "keys")
+
+
+class Function:
+    """What one function binds: query-length names, cache-length names and names bound to
+    width tests."""
+
+    def __init__(self, fn, consts: dict[str, int] | None = None, widths: bool = True):
         args = fn.args
         self.params = {
             a.arg
             for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
             if not any(w in a.arg for w in _NOT_QUERY)
         }
+        self.consts = consts or {}
         self.lengths: set[str] = set()
-        self.flags: dict[str, str | None] = {}
+        self.cache_lengths: set[str] = set()
+        self.widths: set[str] = set()  # names bound to an expression that reads the width
+        self.track_widths = widths  # off where no decision is compared (a file without MLA)
+        self.flags: dict[str, tuple | None] = {}
 
     def query_like(self, node) -> bool:
         return isinstance(node, ast.Name) and (node.id in self.params or node.id in QUERY_NAMES)
@@ -159,54 +198,95 @@ class Function:
         if self.is_length(value):
             self.lengths.add(target.id)
             return
-        kind = self.kind(value)
-        if target.id in self.flags and self.flags[target.id] != kind:
+        if self.is_cache_length(value):
+            self.cache_lengths.add(target.id)
+            return
+        if self.track_widths and self.reads_width(value):
+            self.widths.add(target.id)
+        pair = self.facts(value)
+        if target.id in self.flags and self.flags[target.id] != pair:
             self.flags[target.id] = None
         else:
-            self.flags[target.id] = kind
+            self.flags[target.id] = pair
 
     def is_length(self, node) -> bool:
         if isinstance(node, ast.Name):
             return node.id in self.lengths
         return _shape_index(node) in (1, -2) and self.query_like(node.value.value)
 
-    def kind(self, node) -> str | None:
-        """SINGLE when the test being true implies one query, MULTI when it implies more."""
-        if isinstance(node, ast.Compare) and len(node.ops) == 1:
-            return self._compare(node.left, node.ops[0], node.comparators[0])
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            inner = self.kind(node.operand)
-            return {SINGLE: MULTI, MULTI: SINGLE}.get(inner)
-        if isinstance(node, ast.BoolOp):
-            kinds = [self.kind(v) for v in node.values]
-            if isinstance(node.op, ast.And):
-                hits = {k for k in kinds if k}
-                return hits.pop() if len(hits) == 1 else None
-            return kinds[0] if len(set(kinds)) == 1 and kinds[0] else None
+    def is_cache_length(self, node) -> bool:
+        """The cached length: `cache.offset`, a name bound to it, `offset + L`, or axis 1 / 2
+        of a cache or latent tensor's shape."""
         if isinstance(node, ast.Name):
-            return self.flags.get(node.id)
-        return None
+            return node.id in self.cache_lengths
+        if isinstance(node, ast.Attribute) and node.attr == "offset":
+            return _cachey(node.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.is_cache_length(node.left) or self.is_cache_length(node.right)
+        if isinstance(node, ast.IfExp):  # `cache.offset if cache is not None else 0`
+            return self.is_cache_length(node.body) or self.is_cache_length(node.orelse)
+        if _shape_index(node) in (1, 2, -2):
+            base = node.value.value
+            return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)
+        return False
 
-    def _compare(self, left, op, right) -> str | None:
-        if self.is_length(right) and not self.is_length(left):
-            left, right = right, left
-            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(
-                type(op), op
+    def reads_width(self, node) -> bool:
+        """The expression reads the query width (a length name, a width flag, a query's
+        shape)."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and (sub.id in self.lengths or sub.id in self.widths):
+                return True
+            if isinstance(sub, ast.Subscript) and self.is_length(sub):
+                return True
+        return False
+
+    def facts(self, node) -> tuple:
+        """(facts when true, facts when false) of a condition: mlagate.scan.facts."""
+        if isinstance(node, ast.Compare):
+            lefts = [node.left, *node.comparators[:-1]]
+            return F.conjunction(
+                [
+                    self._compare(a, op, b)
+                    for a, op, b in zip(lefts, node.ops, node.comparators, strict=True)
+                ]
             )
-        if not self.is_length(left):
-            return None
-        c = _const(right)
-        if c is None:
-            return None
-        table = {
-            (ast.Eq, 1): SINGLE,
-            (ast.LtE, 1): SINGLE,
-            (ast.Lt, 2): SINGLE,
-            (ast.NotEq, 1): MULTI,
-            (ast.Gt, 1): MULTI,
-            (ast.GtE, 2): MULTI,
-        }
-        return table.get((type(op), c))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return F.negation(self.facts(node.operand))
+        if isinstance(node, ast.BoolOp):
+            pairs = [self.facts(v) for v in node.values]
+            return (F.conjunction if isinstance(node.op, ast.And) else F.disjunction)(pairs)
+        if isinstance(node, ast.Name):
+            return self.flags.get(node.id) or F.NONE
+        return F.NONE
+
+    def kind(self, node) -> str | None:
+        """SINGLE when the test being true implies one query, MULTI when its being false
+        does."""
+        true, false = self.facts(node)
+        if F.restriction(true) == F.SINGLE:
+            return SINGLE
+        return MULTI if F.restriction(false) == F.SINGLE else None
+
+    def _quantity(self, node) -> str | None:
+        if self.is_length(node):
+            return F.WIDTH
+        return F.CACHE if self.is_cache_length(node) else None
+
+    def _constant(self, node) -> int | None:
+        if isinstance(node, ast.Name):
+            return self.consts.get(node.id)
+        return _const(node)
+
+    def _compare(self, left, op, right) -> tuple:
+        op = _OPS.get(type(op))
+        if op is None:
+            return F.NONE
+        ql, qr = self._quantity(left), self._quantity(right)
+        if ql and not qr and self._constant(right) is not None:
+            return F.compare(ql, op, self._constant(right))
+        if qr and not ql and self._constant(left) is not None:
+            return F.compare(qr, F.FLIP[op], self._constant(left))
+        return F.NONE
 
 
 # --- what a branch gates ----------------------------------------------------------------

@@ -8,6 +8,7 @@ absorb when the cost formula says so for this width and cache length, not only f
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 DIMS = "(self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim)"
 FORMULA = (
@@ -17,7 +18,15 @@ FORMULA = (
 )
 SIMPLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.shape\[-?\d\])?) == 1$")
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-WIDTH = re.compile(rf"({NAME}(?:\.shape\[-?\d\])?)\s*(?:==|<=)\s*1\b|\b1\s*==\s*({NAME})")
+WIDTH = re.compile(
+    rf"({NAME}(?:\.shape\[-?\d\])?)\s*(?:==|<=|<|>=|>|!=)\s*(?:\d+|{NAME})\b"
+    rf"|\b(?:\d+|[A-Z_][A-Z0-9_]*)\s*(?:==|<=|<|>=|>|!=)\s*({NAME})"
+)
+
+
+def uri(path: str) -> str:
+    """A finding's path as a relative URI reference (SARIF artifactLocation)."""
+    return quote(path.replace("\\", "/"), safe="/")
 
 
 def width_name(guard: str) -> str:
@@ -26,18 +35,32 @@ def width_name(guard: str) -> str:
     return (m.group(1) or m.group(2)) if m else "L"
 
 
-def cache_aware(guard: str) -> str:
+def cache_aware(guard: str, rust: bool = False) -> str:
     L = width_name(guard)
+    if rust:
+        return f"{L} == 1 || use_absorbed({L}, {DIMS}, t)"
     return f"{L} == 1 or use_absorbed({L}, {DIMS}, T)"
+
+
+def _decide(f, width: str = "", guard: str | None = None) -> str:
+    rust = f.path.endswith(".rs")
+    bind = "let absorbed = " if rust else "absorbed = "
+    cached = "t" if rust else "T"
+    decision = cache_aware(f.guard if guard is None else guard, rust)
+    return (
+        f"decide once, after the cache update: `{bind}{decision}{';' if rust else ''}`"
+        f" ({cached}: the cached length after the update){width}, and "
+        "branch on `absorbed` at the query fold and at the output unfold"
+    )
 
 
 def suggestion(f) -> str:
     if f.rule == "MLA001":
-        return (
-            f"decide once, after the cache update: `absorbed = {cache_aware(f.guard)}` "
-            "(T: the cached length after the update), and branch on `absorbed` at the query "
-            "fold and at the output unfold"
-        )
+        return _decide(f)
+    if f.rule == "MLA007":
+        return _decide(f, " instead of a constant width")
+    if f.rule == "MLA008":
+        return _decide(f, " for every cached length, with no constant floor", guard="")
     if f.rule == "MLA002":
         return (
             "key the indexer's pool reuse on the cache (pool the new tokens of a step of any "
@@ -61,7 +84,7 @@ def suggestion(f) -> str:
 def sarif_fix(f) -> dict | None:
     """A SARIF fix replacing the guard's test with the cache-aware decision (one-line
     `NAME == 1` guards only)."""
-    if f.rule != "MLA001" or not f.test_span or not SIMPLE.match(f.guard):
+    if f.rule != "MLA001" or not f.test_span or not SIMPLE.match(f.guard) or f.path.endswith(".rs"):
         return None
     line, col, end_line, end_col = f.test_span
     if line != end_line:
@@ -73,7 +96,7 @@ def sarif_fix(f) -> dict | None:
         },
         "artifactChanges": [
             {
-                "artifactLocation": {"uri": f.path},
+                "artifactLocation": {"uri": uri(f.path)},
                 "replacements": [
                     {
                         "deletedRegion": {

@@ -1,4 +1,5 @@
-"""Renderings of a scan report: text, JSON, SARIF 2.1.0 and GitHub workflow annotations."""
+"""Renderings of a scan report: text, JSON, SARIF 2.1.0 and GitHub workflow annotations; every
+finding points at a file and a line."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 from mlagate import __version__
 from mlagate.scan import fixes as scanfix
-from mlagate.scan.guards import FAILING, RULES, ScanReport
+from mlagate.scan.guards import FAILING, NOTHING_SCANNED, RULES, ScanReport
 
 LEVEL = {
     "MLA001": "error",
@@ -15,6 +16,28 @@ LEVEL = {
     "MLA004": "error",
     "MLA005": "warning",
     "MLA006": "warning",
+    "MLA007": "error",
+    "MLA008": "error",
+}
+HELP = {
+    "MLA001": "A branch on one query (`L == 1`) picks the absorbed path; a speculative verify "
+    "step (L >= 2) then re-expands the whole cache. The cache-aware decision: {formula}.",
+    "MLA002": "The indexer reuses its cached pool only for one new token; a wide step re-pools "
+    "the whole cache. Pool the new tokens of a step of any width and reuse the cached pool.",
+    "MLA003": "The query fold and the output unfold branch on different width conditions, so "
+    "they can disagree. Bind one decision after the cache update and branch on it at both.",
+    "MLA004": "A class whose own code calls both embed_q and unembed_out that the matrix does "
+    "not register: the gate does not test it. Register it (modules:) or allowlist its guards.",
+    "MLA005": "An allowlist entry of the matrix matches no guard of the module it names any "
+    "more. Remove it.",
+    "MLA006": "A file that could not be read (a FIFO, a device, a file over the size cap, an "
+    "unreadable file) or parsed; the scan says nothing about it.",
+    "MLA007": "A constant width (`L <= 8`) picks the absorbed path: where absorbing pays "
+    "depends on the cache length and the head dimensions, so a constant is wrong for every "
+    "geometry but one. The cache-aware decision: {formula}.",
+    "MLA008": "A constant cache length (`T < 1024`: materialise) decides the absorbed path "
+    "before an otherwise exact formula: every step on a short cache, a verify step included, "
+    "materialises where the formula says absorb. The cache-aware decision: {formula}.",
 }
 
 
@@ -33,6 +56,8 @@ def text(report: ScanReport) -> str:
         f"{report.files} files, {len(report.modules)} MLA modules, {len(report.guards)} "
         f"single-query guards; {failing} findings, {allowed} allowlisted"
     )
+    if not report.parsed:
+        lines.append(f"nothing scanned: no file could be parsed (exit {NOTHING_SCANNED})")
     return "\n".join(lines)
 
 
@@ -47,11 +72,7 @@ def sarif(report: ScanReport) -> str:
             "name": rid,
             "shortDescription": {"text": desc},
             "defaultConfiguration": {"level": LEVEL[rid]},
-            **(
-                {"help": {"text": f"The cache-aware decision: {scanfix.FORMULA}."}}
-                if rid == "MLA001"
-                else {}
-            ),
+            "help": {"text": HELP[rid].format(formula=scanfix.FORMULA)},
         }
         for rid, desc in RULES.items()
     ]
@@ -66,7 +87,7 @@ def sarif(report: ScanReport) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": f.path},
+                        "artifactLocation": {"uri": scanfix.uri(f.path)},
                         "region": {"startLine": f.line, "startColumn": f.column},
                     }
                 }

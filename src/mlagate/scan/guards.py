@@ -1,4 +1,5 @@
-"""Static analysis of runtime source with `ast`: MLA modules and single-query guards.
+"""Static analysis of runtime source (Python with `ast`, Rust with tree-sitter): MLA modules
+and single-query guards.
 
 - discover(): every class whose own code calls both the query fold (`self.embed_q(...)`)
   and the output unfold (`self.unembed_out(...)`): an MLA attention's dispatch, whether it
@@ -9,19 +10,21 @@
   incremental pooling, or something unrelated), MLA dispatches whose guards do not read one
   decision, and MLA modules a matrix does not register.
 
-This module walks the files and builds the findings; the analysis of one function's guards
-(which names hold the query length, which tests mean one query, what a branch gates) is in
-mlagate.scan.analysis.
+This module walks the files, names their modules and builds the report; a Python file is
+scanned by mlagate.scan.pyscan (the analysis of one function's guards, which names hold the
+query length, which tests mean one query, what a branch gates: mlagate.scan.analysis), a Rust
+file by mlagate.scan.rust; what a condition says about the width and the cache length is
+mlagate.scan.facts, the same for both.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlagate.scan import fixes as scanfix
+from mlagate.scan import parallel, pyscan
 from mlagate.scan.analysis import (
     ABSORB_NAMES,
     MULTI,
@@ -33,11 +36,21 @@ from mlagate.scan.analysis import (
     mla_classes,
     statements,
 )
+from mlagate.scan.model import (
+    FAILING,
+    NOTHING_SCANNED,
+    RULES,
+    Finding,
+    ScanReport,
+    read_source,
+    unparsed,
+)
 
 __all__ = [
     "ABSORB_NAMES",
     "FAILING",
     "MULTI",
+    "NOTHING_SCANNED",
     "QUERY_NAMES",
     "RULES",
     "SINGLE",
@@ -46,22 +59,13 @@ __all__ = [
     "discover",
     "gates",
     "mla_classes",
+    "module_name",
     "scan",
     "scan_file",
 ]
 
 # the analysis's names as this module had them (mlagate.mutate.sites reads them from here)
 _Function, _identifiers, _statements = Function, identifiers, statements
-
-RULES = {
-    "MLA001": "single-query guard on the absorbed path",
-    "MLA002": "single-token guard on the indexer's pool reuse",
-    "MLA003": "the query fold and the output unfold do not read one decision",
-    "MLA004": "MLA module not registered in the matrix",
-    "MLA005": "allowlist entry that matches nothing",
-    "MLA006": "file could not be parsed",
-}
-FAILING = {"MLA001", "MLA002", "MLA003", "MLA004"}
 
 
 def _import_path(path: Path, root: Path) -> str:
@@ -86,54 +90,9 @@ def discover(site: Path, package: str) -> list[tuple[str, str]]:
     return found
 
 
-# --- findings ---------------------------------------------------------------------------
+# --- files and module names -------------------------------------------------------------
 
-
-@dataclass
-class Finding:
-    rule: str
-    path: str
-    line: int
-    column: int
-    message: str
-    module: str = ""
-    guard: str = ""
-    gates: str = ""
-    allowed: str = ""  # the allowlist reason, when one matched
-    test_span: tuple[int, int, int, int] | None = (
-        None  # the guard's test: line, column, end line, end column (1-based)
-    )
-    suggestion: str = ""  # the change that fixes it, in words and code
-
-    @property
-    def failing(self) -> bool:
-        return self.rule in FAILING and not self.allowed
-
-
-@dataclass
-class ScanReport:
-    roots: list[str]
-    files: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    guards: list[Finding] = field(
-        default_factory=list
-    )  # every single-query guard seen, whatever it gates
-    modules: list[tuple[str, str]] = field(default_factory=list)
-    module_names: set[str] = field(default_factory=set)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if any(f.failing for f in self.findings) else 0
-
-    def to_json(self) -> dict:
-        return {
-            "schema": "mlagate.scan/1",
-            "roots": self.roots,
-            "files": self.files,
-            "findings": [asdict(f) for f in self.findings],
-            "guards": [asdict(g) for g in self.guards],
-            "modules": [{"module": m, "class": c} for m, c in self.modules],
-        }
+SUFFIXES = (".py", ".rs")
 
 
 def _package_root(path: Path) -> Path:
@@ -144,133 +103,97 @@ def _package_root(path: Path) -> Path:
     return folder
 
 
-def _files(roots: list[Path]):
+def _module_root(path: Path, top: Path | None) -> Path:
+    """Where path's dotted module name starts. Regular packages as Python imports them; when a
+    folder without __init__.py lies between the file and the scanned folder top (a namespace
+    package, a vendored tree), every folder up to and including top is a package too."""
+    folder = _package_root(path)
+    if top is not None and top in folder.parents:  # stopped below top: a namespace folder
+        folder = top.parent
+        while (folder / "__init__.py").is_file() and folder.parent != folder:
+            folder = folder.parent
+    return folder
+
+
+def module_name(path: Path, base: Path) -> str:
+    """path's dotted module name from base (leading parts that are no identifiers, such as
+    `site-packages` or `mlx-vlm-0.7.10`, left out); Rust files get `crate::a::b` from their
+    crate's src/ folder."""
+    try:
+        rel = path.relative_to(base).with_suffix("")
+    except ValueError:
+        return path.stem
+    parts = list(rel.parts)
+    if path.suffix == ".rs":
+        if "src" in parts[:-1]:
+            parts = parts[len(parts) - 1 - parts[::-1][1:].index("src") :]
+        if parts and parts[-1] in ("mod", "lib", "main"):
+            parts = parts[:-1]
+        return "::".join(["crate", *parts])
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    while len(parts) > 1 and not parts[0].isidentifier():
+        parts = parts[1:]
+    return ".".join(parts) or path.stem
+
+
+def _files(roots: list[Path], report: ScanReport | None = None):
+    """(path, the scanned folder it lies in or None) of every .py and .rs file under roots."""
+
+    def unreadable(root: Path):
+        def report_it(exc: OSError) -> None:  # a folder os.walk could not list
+            if report is not None:
+                name = str(exc.filename or root)
+                where = os.path.relpath(name, root) if name.startswith(str(root)) else name
+                report.findings.append(unparsed(where, exc))
+
+        return report_it
+
     for root in roots:
-        if root.is_file():
-            yield root, _package_root(root)
+        if not root.is_dir():
+            yield root, None
             continue
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable(root)):
+            cargo = "Cargo.toml" in filenames
             dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and d != "__pycache__"
+                d
+                for d in dirnames
+                if not d.startswith(".")
+                and d != "__pycache__"
+                and not (cargo and d == "target")  # a Rust build's output
             )
             for name in sorted(filenames):
-                if name.endswith(".py"):
-                    path = Path(dirpath) / name
-                    yield path, _package_root(path)
+                if name.endswith(SUFFIXES):
+                    yield Path(dirpath) / name, root
 
 
 def scan_file(path: Path, root: Path, display: str, report: ScanReport) -> None:
+    """Read, parse and scan one file; root: where its module name starts."""
+    report.files += 1
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        tree = ast.parse(text, str(path))
-    except (
-        SyntaxError,
-        ValueError,
-        OSError,
-        RecursionError,
-        MemoryError,
-    ) as exc:  # a link loop, a deep expression
-        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0] if str(exc) else ""
-        report.findings.append(
-            Finding(
-                "MLA006",
-                display,
-                getattr(exc, "lineno", 1) or 1,
-                1,
-                f"not parsed: {exc.__class__.__name__}: {why}",
-            )
-        )
-        return
-    module = _import_path(path, root) if root in path.parents else path.stem
-    report.module_names.add(module)
-    mla = set(mla_classes(tree)) if "embed_q" in text and "unembed_out" in text else set()
-    report.modules.extend((module, c) for c in sorted(mla))
-    for stmt in statements(tree.body):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _scan_function(stmt, text, module, display, report)
-        elif isinstance(stmt, ast.ClassDef):
-            for inner in statements(stmt.body):
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    _scan_function(inner, text, module, display, report)
-            if stmt.name in mla:
-                _scan_decisions(stmt, text, module, display, report)
+        text = read_source(path)
+        module = module_name(path, root)
+        if path.suffix == ".rs":
+            from mlagate.scan import rustscan  # tree-sitter: loaded when a Rust file is seen
+
+            rustscan.scan_rust(text, module, display, report)
+        else:
+            pyscan.scan_python(text, str(path), module, display, report)
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError) as exc:
+        # a FIFO or device (refused unopened), a link loop, a deep expression
+        report.findings.append(unparsed(display, exc, getattr(exc, "lineno", 1) or 1))
 
 
-def _scan_function(fn, text: str, module: str, display: str, report: ScanReport) -> None:
-    scope = Function(fn)
-    for stmt in statements(fn.body):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _scan_function(stmt, text, module, display, report)
-            continue
-        scope.bind(stmt)
-        if isinstance(stmt, ast.If):
-            _guard(stmt, stmt.test, stmt.body, stmt.orelse, scope, text, module, display, report)
-
-
-def _guard(node, test, body, orelse, scope, text, module, display, report) -> None:
-    kind = scope.kind(test)
-    if kind is None:
-        return
-    what = gates(body if kind == SINGLE else orelse)
-    guard = " ".join((ast.get_source_segment(text, test) or "?").split())
-    finding = Finding(
-        "",
-        display,
-        node.lineno,
-        node.col_offset + 1,
-        "",
-        module,
-        guard,
-        what,
-        test_span=(
-            test.lineno,
-            test.col_offset + 1,
-            test.end_lineno or test.lineno,
-            (test.end_col_offset or 0) + 1,
-        ),
-    )
-    report.guards.append(finding)
-    if what == "absorbed":
-        finding.rule = "MLA001"
-        finding.message = (
-            f"`{guard}` restricts the absorbed path to a single query; a "
-            "speculative verify step (L >= 2) re-expands the whole cache"
-        )
-    elif what == "pooling":
-        finding.rule = "MLA002"
-        finding.message = (
-            f"`{guard}` restricts the indexer's pool reuse to one new token; a wide "
-            "step re-pools the whole cache"
-        )
-    else:
-        return
-    report.findings.append(finding)
-
-
-def _scan_decisions(
-    cls: ast.ClassDef, text: str, module: str, display: str, report: ScanReport
-) -> None:
-    segment = ast.get_source_segment(text, cls) or ""
-    from mlagate.worker import probes  # the worker's own guard finder; `plan` never gets here
-
-    sites = probes.find_guards(segment, cls.name) if segment else []
-    sources = {" ".join(s.source.split()) for s in sites}
-    if len(sources) > 1:
-        first = min(sites, key=lambda s: s.line)
-        report.findings.append(
-            Finding(
-                "MLA003",
-                display,
-                cls.lineno + first.line - 1,
-                1,
-                f"{cls.name}: its guards read different conditions "
-                f"({' / '.join(sorted(sources))}); the query fold and the output unfold can "
-                "disagree",
-                module,
-                guard=" / ".join(sorted(sources)),
-                gates="absorbed",
-            )
-        )
+def _display(path: Path, roots: list[Path], anchor: Path | None) -> str:
+    base = next((r for r in roots if r == path or r in path.parents), path.parent)
+    display = str(path.relative_to(base if base.is_dir() else base.parent))
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: scan_file reports it as unreadable
+        real = None
+    if anchor is not None and real is not None and anchor in real.parents:
+        display = real.relative_to(anchor).as_posix()
+    return display
 
 
 def scan(
@@ -278,8 +201,10 @@ def scan(
     allowlist=(),
     registered: set[tuple[str, str]] | None = None,
     root: Path | None = None,
+    jobs: int | None = None,
 ) -> ScanReport:
     """Scan files and folders; allowlist entries (module, guard, reason) silence matching guards.
+    jobs: worker processes for a large tree (default: the CPUs this process may use).
 
     A module matches an allowlist entry or a registered (import path, class) pair when its
     dotted path ends with the entry's (so a vendored copy matches too). With root, a finding's
@@ -288,17 +213,38 @@ def scan(
     roots = [Path(p) for p in paths]
     anchor = Path(root).resolve() if root is not None else None
     report = ScanReport([str(r) for r in roots])
-    for path, root in _files(roots):
-        report.files += 1
-        base = next((r for r in roots if r == path or r in path.parents), path.parent)
-        display = str(path.relative_to(base if base.is_dir() else base.parent))
-        try:
-            real = path.resolve()
-        except (OSError, RuntimeError):  # a symlink loop: scan_file reports it as unreadable
-            real = None
-        if anchor is not None and real is not None and anchor in real.parents:
-            display = real.relative_to(anchor).as_posix()
-        scan_file(path, root, display, report)
+    bases: dict[tuple[Path, Path | None], Path] = {}
+    work = []
+    for path, top in _files(roots, report):
+        key = (path.parent, top)
+        if key not in bases:
+            bases[key] = _module_root(path, top)
+        work.append((path, bases[key], _display(path, roots, anchor)))
+    parallel.run(work, report, scan_file, jobs)
+    _allow(report, allowlist)
+    if registered is not None:
+        for module, cls in report.modules:
+            if "::" in module:  # a Rust type: the matrix registers Python modules only
+                continue
+            if not any(_suffix(module, m) and cls == c for m, c in registered):
+                path, line = report.class_sites.get((module, cls), (module, 1))
+                report.findings.append(
+                    Finding(
+                        "MLA004",
+                        path,
+                        line,
+                        1,
+                        f"{module}:{cls} is an MLA module the matrix does not register",
+                        module,
+                    )
+                )
+    report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
+    for f in report.findings:
+        f.suggestion = scanfix.suggestion(f)
+    return report
+
+
+def _allow(report: ScanReport, allowlist) -> None:
     used = set()
     for finding in report.findings + [g for g in report.guards if g not in report.findings]:
         for i, allow in enumerate(allowlist):
@@ -313,11 +259,14 @@ def scan(
         {g.module for g in report.guards} | {m for m, _ in report.modules} | report.module_names
     )
     for i, allow in enumerate(allowlist):
-        if i not in used and any(_suffix(m, allow.module) for m in scanned):
+        if i in used:
+            continue
+        hit = sorted(m for m in scanned if _suffix(m, allow.module))
+        if hit:
             report.findings.append(
                 Finding(
                     "MLA005",
-                    allow.module,
+                    report.module_paths.get(hit[0], allow.module),
                     1,
                     1,
                     f"allowlist entry `{allow.guard}` in {allow.module} matches no guard any more",
@@ -325,24 +274,7 @@ def scan(
                     allow.guard,
                 )
             )
-    if registered is not None:
-        for module, cls in report.modules:
-            if not any(_suffix(module, m) and cls == c for m, c in registered):
-                report.findings.append(
-                    Finding(
-                        "MLA004",
-                        module,
-                        1,
-                        1,
-                        f"{module}:{cls} is an MLA module the matrix does not register",
-                        module,
-                    )
-                )
-    report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
-    for f in report.findings:
-        f.suggestion = scanfix.suggestion(f)
-    return report
 
 
 def _suffix(module: str, wanted: str) -> bool:
-    return module == wanted or module.endswith("." + wanted)
+    return module == wanted or module.endswith("." + wanted) or module.endswith("::" + wanted)

@@ -4,7 +4,9 @@ Runs inside an arm's worker: imports only the stdlib here (MLX arrives with the 
 The installed arm is never edited. Counters wrap the query fold (embed_q) and the output
 unfold (unembed_out) of each attention instance; forcing loads a second copy of the module
 whose guards (the `if` statements around those calls, whatever their condition) ask the
-probe which branch to take.
+probe which branch to take. A method the arm's activation replaced (its code in another file,
+mlagate.worker.activation) is forced in that code: a copy of the replacement, its guards
+rewritten alike, takes its place on the copied class.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import ast
 import importlib
 import importlib.abc
 import importlib.util
+import inspect
 import os
 import sys
+import types
 from dataclasses import dataclass, field
 
 FORCED_SUFFIX = "__mlagate_forced"
@@ -55,6 +59,8 @@ class GuardSite:
     line: int
     absorbed_when: bool  # the test value that selects the absorbed branch
     source: str
+    function: str = ""  # the method (or replacement function) holding the guard
+    file: str = ""  # set where the guard is outside the module's own file (a replacement)
 
 
 @dataclass
@@ -114,11 +120,12 @@ def _branch_kind(stmts: list[ast.stmt], latents: set[str]) -> str | None:
 
 
 class _GuardRewriter(ast.NodeTransformer):
-    def __init__(self, cls_name: str, text: str):
-        self.cls_name, self.text = cls_name, text
+    def __init__(self, cls_name: str | None, text: str, first_id: int = 0, file: str = ""):
+        self.cls_name, self.text, self.first_id, self.file = cls_name, text, first_id, file
         self.sites: list[GuardSite] = []
         self.latents: set[str] = set()
         self._in_class = False
+        self._function = ""
 
     def visit_ClassDef(self, node):
         if node.name != self.cls_name:
@@ -130,6 +137,25 @@ class _GuardRewriter(ast.NodeTransformer):
         self.generic_visit(node)
         self._in_class = False
         return node
+
+    def visit_FunctionDef(self, node):
+        if not self._in_class or self._function:
+            return self.generic_visit(node)
+        self._function = node.name  # a method of the class: its guards are its own
+        self.generic_visit(node)
+        self._function = ""
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def rewrite_function(self, node: ast.FunctionDef) -> None:
+        """Rewrite the guards of one function (a method's replacement) alone."""
+        self.latents = {
+            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
+        }
+        self._in_class = True
+        self.visit_FunctionDef(node)
+        self._in_class = False
 
     def visit_If(self, node):
         self.generic_visit(node)
@@ -145,10 +171,12 @@ class _GuardRewriter(ast.NodeTransformer):
             return node  # both branches do the same thing: not a path guard
         absorbed_when = body == "absorbed" if body is not None else orelse != "absorbed"
         site = GuardSite(
-            len(self.sites),
+            self.first_id + len(self.sites),
             node.lineno,
             absorbed_when,
             ast.get_source_segment(self.text, node.test) or "?",
+            self._function,
+            self.file,
         )
         self.sites.append(site)
         node.test = ast.Call(
@@ -190,7 +218,92 @@ def load_forced(import_path: str, cls_name: str):
     setattr(module, GUARD_HOOK, forcing)
     sys.modules[name] = module
     exec(compile(tree, spec.origin, "exec"), module.__dict__)
+    real = importlib.import_module(import_path)  # as the arm's activation left it
+    _carry_replacements(real, module, cls_name, spec.origin, forcing)
     return module, forcing
+
+
+def unwrap(fn):
+    """The plain function behind a method, staticmethod, classmethod or functools.wraps."""
+    fn = getattr(fn, "__func__", fn)
+    return inspect.unwrap(fn) if callable(fn) else fn
+
+
+def foreign(fn, origin: str) -> bool:
+    """Whether fn is a function whose code lives outside the module file origin."""
+    code = getattr(unwrap(fn), "__code__", None)
+    if code is None or code.co_filename.startswith("<"):  # generated (dataclasses): not replaced
+        return False
+    return os.path.realpath(code.co_filename) != os.path.realpath(origin)
+
+
+def _carry_replacements(real, copy, cls_name: str, origin: str, forcing: Forcing) -> None:
+    """Give the forced copy what the activation replaced in the real module: module functions
+    as they are, methods of cls_name with their guards rewritten (the copy's own guards of a
+    replaced method are dropped: that code no longer runs)."""
+    for name, value in vars(real).items():
+        if name in vars(copy) and callable(value) and foreign(value, origin):
+            setattr(copy, name, value)
+    real_cls, copy_cls = getattr(real, cls_name, None), getattr(copy, cls_name, None)
+    if not isinstance(real_cls, type) or not isinstance(copy_cls, type):
+        return
+    for attr, fn in vars(real_cls).items():
+        if not foreign(fn, origin):
+            continue
+        first = 1 + max((s.id for s in forcing.sites), default=-1)  # ids stay unique
+        forcing.sites = [s for s in forcing.sites if s.function != attr]
+        new, sites = _forced_function(unwrap(fn), forcing, first)
+        forcing.sites += sites
+        if isinstance(fn, staticmethod):
+            new = staticmethod(new)
+        elif isinstance(fn, classmethod):
+            new = classmethod(new)
+        setattr(copy_cls, attr, new)
+
+
+def _forced_function(fn, forcing: Forcing, first_id: int):
+    """A copy of fn whose guards ask forcing; (fn itself, []) when its source cannot be found
+    or recompiled to the same free variables."""
+    code = fn.__code__
+    try:
+        with open(code.co_filename, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return fn, []
+    node = next(
+        (
+            n
+            for n in ast.walk(ast.parse(text, code.co_filename))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == code.co_name
+            and code.co_firstlineno in (n.lineno, *(d.lineno for d in n.decorator_list))
+        ),
+        None,
+    )
+    if node is None:
+        return fn, []
+    rewriter = _GuardRewriter(None, text, first_id, code.co_filename)
+    rewriter.rewrite_function(node)
+    node.decorator_list = []
+    # nested in a function that binds its free variables, so they compile as free variables
+    outer = ast.parse("def __mlagate_outer__():\n    pass").body[0]
+    outer.body = [
+        *(ast.parse(f"{v} = None").body[0] for v in code.co_freevars),
+        node,
+        ast.Return(ast.Name(node.name, ast.Load())),
+    ]
+    module = ast.fix_missing_locations(ast.Module(body=[outer], type_ignores=[]))
+    compiled = compile(module, code.co_filename, "exec")
+    outer_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    inner = next(
+        c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == node.name
+    )
+    if inner.co_freevars != code.co_freevars:
+        return fn, []
+    namespace = {**fn.__globals__, GUARD_HOOK: forcing}
+    new = types.FunctionType(inner, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    return new, rewriter.sites
 
 
 # --- counters ---------------------------------------------------------------------------

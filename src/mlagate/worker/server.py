@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 
-from mlagate.worker import device, machine, probes, rollback, tracing
+from mlagate.worker import activation, device, machine, probes, rollback, tracing
 from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
 from mlagate.worker.speculation import SpeculationOps
@@ -44,10 +44,15 @@ class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps):
         self.mx = mx
         self.models: dict[str, dict] = {}
         self._kept = None
+        self.activated: dict | None = None  # what the arm's activation did (after hello)
 
     # --- ops -------------------------------------------------------------------------
 
     def op_hello(self, req: dict) -> dict:
+        """The first op: runs the arm's activation (mlagate.worker.activation), once; an
+        exception it raises goes back like any op's."""
+        if self.activated is None:
+            self.activated = activation.activate(self.arm_dir, self.package, os.environ) or {}
         return {"protocol": PROTOCOL, "fingerprint": self.fingerprint()}
 
     def op_release(self, req: dict) -> dict:
@@ -96,8 +101,19 @@ class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps):
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "cpus": cpus(),
             "arm_dir": self.arm_dir,
+            "arm_notes": arm_notes(self.arm_dir),
+            "activation": self.activated or None,
             **machine.fixed(),
         }
+
+
+def arm_notes(site: str) -> list[str]:
+    """What the arm's install had to work around (its arm.json, beside site/)."""
+    try:
+        with open(os.path.join(os.path.dirname(site), "arm.json"), encoding="utf-8") as fh:
+            return list(json.load(fh).get("notes", []))
+    except (OSError, ValueError):
+        return []
 
 
 def blas_in_use() -> str:
