@@ -46,8 +46,8 @@ def _chunks(toks: list[int], width: int) -> list[dict]:
 
 def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, list, dict]:
     """Scripts of one path: prompt causality (one call; chunked on the natural path) and verify
-    causality (every width on every verify cache; a forced path: every width on the longest,
-    the widest on the others), each changed script paired with its unchanged run; where: pair
+    causality (every width on every verify cache; a forced path: the widest on each, and the
+    narrowest on the longest), each changed script paired with its unchanged run; where: pair
     -> (mode, T, L, absolute j). A chunked script stops after the chunk that holds j (the
     earlier chunks were computed before j was fed)."""
     rng = random.Random(g["seed"])
@@ -81,7 +81,7 @@ def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, lis
         (T, L): {L - 1}
         for T in verify
         for L in g["widths"]
-        if force is None or T == verify[-1] or L == max(g["widths"])
+        if force is None or L == max(g["widths"]) or (T == verify[-1] and L == min(g["widths"]))
     }
     if force is None:
         L = max(g["widths"])
@@ -103,13 +103,13 @@ def _causal_runs(g, vocab: int, topk: int, kpool: int, force) -> tuple[dict, lis
 
 
 def _decode_runs(g, vocab: int, topk: int, force) -> tuple[dict, list, dict]:
-    """Prefill against decode, the widest step on each cache (gates.caches on the natural path,
-    gates.verify_caches on a forced one), and on the natural path the whole prompt from the
-    empty cache; where: pair -> (T, L)."""
+    """Prefill against decode, the widest step on each cache of gates.caches and the whole
+    prompt from the empty cache on the natural path, the widest step on the longest verify
+    cache on a forced one; where: pair -> (T, L)."""
     rng = random.Random(g["seed"] + 1)
     runs, pairs, where = {}, [], {}
     L = max(g["widths"])
-    grid = [(T, L) for T in _lengths(g["verify_caches"], topk)]
+    grid = [(T, L) for T in _lengths(g["verify_caches"], topk)[-1:]]
     if force is None:
         grid = [(0, topk + g["prompt_past_topk"])] + [(T, L) for T in _lengths(g["caches"], topk)]
     for T, L in grid:
