@@ -175,8 +175,8 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
         run.rollback, run.not_run = name, f"the runtime's own rollback is {name} already"
         return run
     prompt, force = script["prompt"], script.get("force")
-    forcing, counters = entry.get("forcing"), entry.get("counters")
-    if force is not None and forcing is None:
+    counters = entry.get("counters")
+    if force is not None and entry.get("forcing") is None:
         raise RuntimeError("forcing asked of a model built without forced guards")
     _, cache = worker._prefilled(entry, prompt["T"], prompt["seed"], 0, prompt.get("chunk", 512))
     run = ScriptRun()
@@ -193,13 +193,8 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             else None
         )
         selections.calls.clear()
-        if counters is not None:
-            counters.clear()
-        if forcing is not None:
-            forcing.mode = force
         try:
-            out = worker._forward(entry["model"], tokens, cache)
-            mx.eval(out)
+            out = _forward(worker, entry, tokens, cache, force)
         except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
             run.error = {
                 "step": i,
@@ -209,9 +204,6 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
                 "at": tracing.runtime_frame(exc, worker.arm_dir) or tracing.innermost_frame(exc),
             }
             break
-        finally:
-            if forcing is not None:
-                forcing.mode = None
         start = run.length
         rows = out[0].astype(mx.float32)
         mx.eval(rows)
@@ -247,6 +239,22 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             run.marks[step["mark"]] = snapshot(mx, cache)
     run.rollback = name
     return run
+
+
+def _forward(worker, entry: dict, tokens, cache, force):
+    """One step on the path asked (None: natural), the counters cleared before it."""
+    forcing = entry.get("forcing")
+    if entry.get("counters") is not None:
+        entry["counters"].clear()
+    if forcing is not None:
+        forcing.mode = force
+    try:
+        out = worker._forward(entry["model"], tokens, cache)
+        worker.mx.eval(out)
+        return out
+    finally:
+        if forcing is not None:
+            forcing.mode = None
 
 
 def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
