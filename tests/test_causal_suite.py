@@ -92,7 +92,9 @@ CACHE = """
 from .base import create_causal_mask
 
 
-def create_attention_mask(N, offset):
+def create_attention_mask(N, offset, window_size=None):
+    if window_size is not None:
+        return create_causal_mask(N, offset, window_size=window_size)
     return create_causal_mask(N, offset)
 
 
@@ -112,8 +114,10 @@ from .base import create_attention_mask
 
 
 class A:
-    def __call__(self, x, mask=None, cache=None):
-        sparse_mask = self.indexer(x, mask)
+    def __call__(self, x, mask=None, cache=None, padding_mask=None):
+        if isinstance(mask, str):
+            mask = None
+        sparse_mask = self.indexer(x, mask, padding_mask)
         if mask is not None:
             sparse_mask = sparse_mask & mask
         scores = mx.where(sparse_mask, x, -1e9)
@@ -150,8 +154,8 @@ def test_mask_operators_find_every_site_by_ast(tmp_path):
     assert "mask_drop_term: sparse_mask & mask -> mask @ rt/models/a.py::A.__call__" in ids
     assert "mask_drop_term: sparse_mask & mask -> sparse_mask @ rt/models/a.py::A.__call__" in ids
     assert (
-        "mask_none: self.indexer(x, mask) -> self.indexer(x, None) @ rt/models/a.py::A.__call__"
-        in ids
+        "mask_none: self.indexer(x, mask, padding_mask) -> self.indexer(x, None, padding_mask) @ "
+        "rt/models/a.py::A.__call__" in ids
     )
     assert any(i.startswith("mask_none: self.sdpa(scores, mask=sparse_mask") for i in ids)
     assert any(i.startswith("mask_none: self.layer(h, mask, cache)") for i in ids)
@@ -162,7 +166,10 @@ def test_mask_operators_find_every_site_by_ast(tmp_path):
     )
     offsets = [i for i in ids if i.startswith("mask_offset")]
     assert len([i for i in offsets if "base.py::create_causal_mask" in i]) == 6  # 3 uses x +-1
-    assert any("cache.py::create_attention_mask" in i for i in offsets)
+    # the window branch's call is left alone: only the plain call's offset, shifted both ways
+    assert len([i for i in offsets if "cache.py::create_attention_mask" in i]) == 2
+    assert not any("isinstance(None" in m.after for m in mutants)  # a builtin reads the mask
+    assert not any("self.indexer(x, mask, None)" in m.after for m in mutants)  # padding
     assert any(
         "self.offset -> (self.offset + 1) @ rt/models/cache.py::KVCache.make_mask" in i
         for i in offsets

@@ -13,13 +13,16 @@ causal, allowed, visible), or the condition of an `mx.where` whose result is suc
 - mask_none: no mask passed where one was (`f(x, mask)` made `f(x, None)`, `mask=mask` made
   `mask=None`).
 
-Terms about batch padding or a sliding window are left alone: the gate runs one sequence
-without a window, so their mutants would be equivalent by construction.
+Terms about batch padding or a sliding window (a name that says padding or window, or the body
+of an `if` about one) are left alone, as are builtins that only read a mask (`isinstance(mask,
+str)`): the gate runs one sequence without a window, so their mutants would be equivalent by
+construction.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 from mlagate.mutate import sites
@@ -145,8 +148,9 @@ def _offset_arguments(b: _Builder, module: str, file: Path, where: str, text: st
     """In a function that makes a mask: the offset in an `arange` it builds indices with, and
     the offset it hands to another mask function (`create_causal_mask(N, offset)`,
     `offset=self.offset`), each shifted by one."""
+    batch = _under_batch_ifs(fn)
     for node in ast.walk(fn):
-        if not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call) or id(node) in batch:
             continue
         callee = (
             node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
@@ -164,6 +168,15 @@ def _offset_arguments(b: _Builder, module: str, file: Path, where: str, text: st
                 b.add("mask_offset", module, file, where, text, [_Edit(n, f"({seg} {sign} 1)")], n)
 
 
+def _under_batch_ifs(fn) -> set[int]:
+    """Nodes inside the body of an `if` about batch padding or a sliding window."""
+    out: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and _batch_only(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
 def _is_arange(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and (
         (isinstance(node.func, ast.Attribute) and node.func.attr == "arange")
@@ -179,7 +192,7 @@ def _names_offset(n: ast.AST) -> bool:
 
 def _mask_none(b: _Builder, module: str, file: Path, where: str, text: str, fn) -> None:
     for node in ast.walk(fn):
-        if not isinstance(node, ast.Call) or _mx_op(node):
+        if not isinstance(node, ast.Call) or _mx_op(node) or _builtin(node):
             continue
         args = [a for a in node.args if isinstance(a, ast.Name) and _says_mask(a.id)]
         args += [
@@ -189,7 +202,7 @@ def _mask_none(b: _Builder, module: str, file: Path, where: str, text: str, fn) 
             and _says_mask(k.arg)
             and not (isinstance(k.value, ast.Constant) and k.value.value is None)
         ]
-        for a in args:
+        for a in [a for a in args if not _batch_only(a)]:
             b.add("mask_none", module, file, where, text, [_Edit(a, "None")], node)
 
 
@@ -197,3 +210,8 @@ def _mx_op(node: ast.Call) -> bool:
     """mx.where(mask, ...): an array op, not a mask handed to attention."""
     f = node.func
     return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "mx"
+
+
+def _builtin(node: ast.Call) -> bool:
+    """isinstance(mask, str) and the like read a mask; they do not hand it on."""
+    return isinstance(node.func, ast.Name) and node.func.id in dir(builtins)
