@@ -126,8 +126,12 @@ def test_an_unregistered_module_fails_the_plan_naming_it(fake_matrix, fake_cache
     start, end = text.index("  fake/opaque:"), text.index("checkpoints:")
     fake_matrix.write_text(text[:start] + text[end:])
     proc = run_cli("plan", "--matrix", fake_matrix, cache=fake_cache)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input, as from run (it was 1 from plan, 2 from run)
     assert "fakemla.models.opaque:OpaqueAttention" in proc.stderr
+    proc = run_cli(
+        "run", "--matrix", fake_matrix, "--out", fake_matrix.parent / "o", cache=fake_cache
+    )
+    assert proc.returncode == 2 and "fakemla.models.opaque:OpaqueAttention" in proc.stderr
 
 
 def test_an_earlier_runs_results_are_set_aside_not_counted(

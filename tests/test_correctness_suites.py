@@ -51,6 +51,27 @@ def test_dispatch_catches_guards_that_disagree_with_where(verdicts):
     assert verdicts[("dispatch", "fake/good", "fake-patched")]["verdict"] == "pass"
 
 
+def test_a_control_is_confirmed_only_by_the_failure_kind_of_its_defect(verdicts):
+    """A stock control failing dispatch by the single-query guard (wrong_path) is as expected;
+    one failing it because its guards disagree (guards_disagree) is a changed failure, red."""
+    from mlagate import outcomes
+
+    stock = verdicts[("dispatch", "fake/good", "fake-stock")]
+    assert stock["control"] and stock["expected_kinds"] == ["wrong_path"]
+    assert stock["failure"]["kinds"] == ["wrong_path"] and outcomes.outcome(stock) == "as expected"
+    split = verdicts[("dispatch", "fake/split", "fake-stock")]
+    assert split["control"] and split["failure"]["kind"] == "guards_disagree"
+    assert outcomes.outcome(split) == "changed failure" and outcomes.red(split)
+    boundary = verdicts[("threshold", "fake/good", "fake-stock")]
+    assert boundary["failure"]["kinds"] == ["boundary_off"]
+    assert outcomes.outcome(boundary) == "as expected"
+    wider = verdicts[("threshold", "fake/offbyone", "fake-stock")]  # one too wide, cold too
+    assert wider["failure"]["kinds"] == ["boundary_off", "wrong_path"]
+    assert outcomes.outcome(wider) == "changed failure"
+    line = outcomes.controls_line([r for r in verdicts.values() if r["suite"] == "dispatch"])
+    assert "changed failure" in line and "every stock control" not in line
+
+
 def test_l1_unchanged_catches_one_ulp_and_passes_a_true_fix(verdicts):
     nudged = verdicts[("l1_unchanged", "fake/good", "fake-nudged")]
     assert (

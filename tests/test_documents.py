@@ -9,12 +9,19 @@ from mlagate import documents
 
 GOOD = {
     "result": {
-        "schema": "mlagate.result/1",
+        "schema": "mlagate.result/2",
         "case_id": "c",
         "suite": "s",
         "module": "m",
         "arm": "a",
         "verdict": "pass",
+        "expected": "pass",
+        "control": False,
+        "expected_kinds": [],
+        "retry": False,
+        "failure": None,
+        "attempts": [],
+        "health": None,
     },
     "manifest": {
         "schema": "mlagate.manifest/1",
@@ -41,6 +48,24 @@ GOOD = {
         "figures": {"a|b|c|d|e": 1.0},
     },
     "arm-content": {"schema": "mlagate.arm-content/1", "files": {"site/x.py": "0" * 64}},
+    "merge": {
+        "schema": "mlagate.merge/1",
+        "sources": ["a"],
+        "counts": {"pass": 1},
+        "missing": [],
+        "missing_shards": [],
+        "unplanned": [],
+        "exit_code": 0,
+    },
+    "machine": {"schema": "mlagate.machine/1", "cores": 2, "start": {"load_1m": 0.5}},
+    "compare": {
+        "schema": "mlagate.compare/1",
+        "a": "A",
+        "b": "B",
+        "worse": 0,
+        "verdicts": [],
+        "figures": [],
+    },
 }
 BAD = {  # kind -> (a change to the good document, the key the error names)
     "result": ({"verdict": "great"}, "verdict"),
@@ -50,6 +75,9 @@ BAD = {  # kind -> (a change to the good document, the key the error names)
     "costs": ({"suites": {"probes": {"default": -1}}}, "suites.probes.default"),
     "figures": ({"counts": {"pass": "<img>"}}, "counts.pass"),
     "arm-content": ({"files": {"x": "not a digest"}}, "files.x"),
+    "merge": ({"missing": [1]}, "missing.0"),
+    "machine": ({"start": {"load_1m": "high"}}, "start.load_1m"),
+    "compare": ({"worse": -1}, "worse"),
 }
 
 

@@ -213,7 +213,7 @@ def test_merge_refuses_a_duplicate_and_reports_a_missing_shard(fake_matrix, fake
     missing = json.loads((tmp_path / "planned" / "merge.json").read_text())["missing"]
     assert sorted(m.split("::", 1)[1] for m in missing) == sorted(plan_ids)
     for cid in plan_ids:
-        assert f"missing {'':14}linux-cpu::{cid}" in proc.stdout
+        assert f"missing {'':17}linux-cpu::{cid}" in proc.stdout
 
     crashed = (
         tmp_path / "crashed"

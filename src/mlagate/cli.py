@@ -1,5 +1,7 @@
-"""The command line: a thin shell over the verbs of mlagate.commands. Exit status 2 for bad
-input (one line, no traceback), 3 when a run is refused."""
+"""The command line: a thin shell over the verbs of mlagate.commands, with one exit-code table
+for every verb (mlagate.outcomes, docs/gate.md): 0 green, 1 red, 2 bad input or usage (one
+line, no traceback), 3 could not measure or missing (a refusal to measure on an unfit machine
+among them), 130 interrupted, 141 the reader went away."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import os
 import signal
 import sys
 
-from mlagate import __version__
+from mlagate import __version__, outcomes
 from mlagate.commands import args as cargs
 from mlagate.commands import help as chelp
 
@@ -79,15 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         return importlib.import_module(VERBS[args.command]).main(args)
     except KeyboardInterrupt:
         print("mlagate: interrupted; results written so far are kept", file=sys.stderr)
-        return 2
+        return outcomes.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`mlagate plan | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except Exception as exc:
         if isinstance(exc, _raised(BAD_INPUT)):
             print(f"mlagate: error: {exc}", file=sys.stderr)
-            return 2
-        if isinstance(exc, _raised(REFUSED)):
+            return outcomes.BAD_INPUT
+        if isinstance(exc, _raised(REFUSED)):  # nothing measured: the machine could not give one
             print(f"mlagate: refused: {exc}", file=sys.stderr)
-            return 3
+            return outcomes.NOT_MEASURED
         raise

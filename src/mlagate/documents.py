@@ -1,10 +1,12 @@
 """The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
-run plans, cost tables, history figures, arm content manifests and kill matrices.
+run plans, cost tables, history figures, arm content manifests, kill matrices, merge records,
+machine records and comparisons.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against
 deep nesting and huge numbers, and validated against its JSON Schema (src/mlagate/schemas/,
 chosen by the document's `schema` field) with the jsonschema library. Every problem is a
-DocumentError of one line naming the file and the key.
+DocumentError of one line naming the file and the key. A document of an older version is
+validated against its own schema and upgraded (mlagate.upgrade), then validated again.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any
 
 import jsonschema
 
+from mlagate import upgrade
+
 MAX_BYTES = 256 << 20
 KINDS = {
-    "result": "mlagate.result/1",
+    "result": "mlagate.result/2",
     "merged": "mlagate.merged/1",
     "manifest": "mlagate.manifest/1",
     "plan": "mlagate.plan/1",
@@ -32,6 +36,9 @@ KINDS = {
     "kill-matrix": "mlagate.mutate/1",
     "suite": "mlagate.suite/1",
     "arm-scan": "mlagate.arm-scan/1",
+    "merge": "mlagate.merge/1",
+    "machine": "mlagate.machine/1",
+    "compare": "mlagate.compare/1",
 }
 
 
@@ -85,14 +92,24 @@ def _validator(kind: str) -> jsonschema.protocols.Validator:
 
 
 def validate(data: Any, kind: str, where: str) -> dict:
-    """data if it is a document of this kind; DocumentError naming the first bad key."""
+    """data if it is a document of this kind (an older version upgraded to the current one);
+    DocumentError naming the first bad key."""
     want = KINDS[kind]
     got = data.get("schema") if isinstance(data, dict) else None
+    steps = upgrade.STEPS.get(kind, {})
+    while isinstance(got, str) and got in steps:
+        schema_file, step = steps[got]
+        data = step(_check(data, schema_file, where))
+        got = data.get("schema")
     if got != want:
         shown = repr(got)[:60] if isinstance(got, (str, int, float, type(None))) else "not a string"
         raise DocumentError(f"{where}: schema is {shown}, expected {want}")
+    return _check(data, kind, where)
+
+
+def _check(data: dict, schema_file: str, where: str) -> dict:
     try:
-        error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(data))
+        error = jsonschema.exceptions.best_match(_validator(schema_file).iter_errors(data))
     except RecursionError:
         raise DocumentError(f"{where}: nested too deeply") from None
     if error is not None:

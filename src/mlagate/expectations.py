@@ -1,8 +1,9 @@
 """What each case is expected to do, decided before it runs.
 
 A known finding in matrix.yaml's `expectations` wins (pass, fail, or skip: not planned, with its
-reason). Otherwise the arm's role decides: a stock or base arm is a *control*, which must fail
-the suites that detect the single-query guard (their contract's controls_fail) and pass the
+reason; a fail may name its failure kind). Otherwise the arm's role decides: a stock or base arm
+is a *control*, which must fail the suites that detect the single-query guard (their contract's
+controls_fail) with one of the kinds that defect produces (its control_kinds) and pass the
 others; a patched or head arm must pass. A checkpoint the runner does not hold is argued, not
 measured.
 """
@@ -21,6 +22,7 @@ class Expected:
     verdict: str  # pass, fail, argued or skip
     why: str
     control: bool = False  # a role-based expectation of failure (its pass is "lost control")
+    kinds: tuple[str, ...] = ()  # verdict fail: the failure kinds that confirm it (empty: any)
 
 
 def expect(
@@ -32,13 +34,18 @@ def expect(
     for e in matrix.expectations:
         if e.matches(suite, module, arm, geometry, backend):
             return Expected(
-                e.verdict, f"known finding: {e.reason}" + (f" ({e.link})" if e.link else "")
+                e.verdict,
+                f"known finding: {e.reason}" + (f" ({e.link})" if e.link else ""),
+                kinds=(e.kind,) if e.kind else (),
             )
     role = matrix.arms[arm].role
-    if role in CONTROL_ROLES and matrix.suites[suite].controls_fail:
+    declared = matrix.suites[suite]
+    if role in CONTROL_ROLES and declared.controls_fail:
         return Expected(
             "fail",
-            f"control: a {role} arm keeps the single-query guard that {suite} detects",
+            f"control: a {role} arm keeps the single-query guard that {suite} detects "
+            f"({' or '.join(declared.control_kinds)})",
             control=True,
+            kinds=declared.control_kinds,
         )
     return Expected("pass", f"{role} arm")

@@ -1,32 +1,67 @@
-"""Gate outcomes: a result's verdict against its case's expectation.
+"""Gate outcomes: a result's verdict (and failure kind, and earlier attempts) against its case's
+expectation.
 
-- as expected: the verdict is the expected one (a control confirmed failing, a fix passing,
-  an argued row argued);
+- as expected: the verdict is the expected one (a control failing with a kind its defect
+  produces, a fix passing, an argued row argued);
+- changed failure: expected to fail, and failed, but with a failure kind the expectation does
+  not name (a control failing for another reason than its defect, a known finding failing in
+  a new way);
 - regression: expected pass, got fail;
+- flaky: as expected at the end, but an earlier attempt of the case (a retry, --resume,
+  --failed) measured the other verdict; red unless the matrix lets its suite retry
+  (`suites.<id>.retry: true`);
 - lost control: a control arm passed a suite that must fail on it (the suite lost its power);
 - fixed: a known finding expected to fail now passes (the gate fails until the expectation is
   removed, as a strict xfail);
 - invalid: the harness could not measure; missing: no result was written.
 
-Exit status: 0 when every case is as expected, 1 on any regression, lost control or fixed,
-3 when only invalid or missing cases stand in the way.
+Exit status (the table below, docs/gate.md): 0 when every case is as expected (or flaky where
+its suite may retry), 1 on any red outcome, 3 when only invalid or missing cases stand in the
+way.
 """
 
 from __future__ import annotations
 
-OUTCOMES = ("as expected", "regression", "lost control", "fixed", "invalid", "missing")
-RED = ("regression", "lost control", "fixed")
+OUTCOMES = (
+    "as expected",
+    "changed failure",
+    "regression",
+    "flaky",
+    "lost control",
+    "fixed",
+    "invalid",
+    "missing",
+)
+RED = ("changed failure", "regression", "flaky", "lost control", "fixed")
+FLAKY_ALLOWED = "flaky, suite may retry"  # a counts() key: the flaky cases that are not red
+
+# the one exit-code table of every verb (docs/gate.md)
+GREEN, RED_EXIT, BAD_INPUT, NOT_MEASURED, INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def kinds_match(row: dict) -> bool:
+    """A fail's kinds are all among those its expectation names (none named: any kind)."""
+    wanted = set(row.get("expected_kinds") or ())
+    failure = row.get("failure") or {}
+    return not wanted or set(failure.get("kinds") or [failure.get("kind")]) <= wanted
+
+
+def flaky(row: dict) -> bool:
+    """An earlier attempt measured the other verdict (pass against fail; invalid ones never
+    count: they measured nothing)."""
+    measured = {a["verdict"] for a in row.get("attempts") or ()} | {row["verdict"]}
+    return {"pass", "fail"} <= measured
 
 
 def outcome(row: dict) -> str:
     verdict = row["verdict"]
     if verdict == "invalid":
         return "invalid"
-    expected = row.get("expected")
-    if expected is None:  # a result written before expectations existed: judged by its verdict
-        return "regression" if verdict == "fail" else "as expected"
+    expected = row.get("expected") or ("argued" if verdict == "argued" else "pass")
     if verdict == expected:
-        return "as expected"
+        if verdict == "fail" and not kinds_match(row):
+            return "changed failure"
+        return "flaky" if flaky(row) else "as expected"
     if expected == "pass" and verdict == "fail":
         return "regression"
     if expected == "fail" and verdict == "pass":
@@ -34,34 +69,46 @@ def outcome(row: dict) -> str:
     return "regression"  # e.g. a row argued where a measurement was planned
 
 
+def red(row: dict) -> bool:
+    o = outcome(row)
+    return o in RED and not (o == "flaky" and row.get("retry"))
+
+
 def counts(rows: list[dict], missing: int = 0) -> dict[str, int]:
     out = {o: 0 for o in OUTCOMES}
+    out[FLAKY_ALLOWED] = 0
     for r in rows:
-        out[outcome(r)] += 1
+        o = outcome(r)
+        out[o] += 1
+        out[FLAKY_ALLOWED] += o == "flaky" and bool(r.get("retry"))
     out["missing"] += missing
     return out
 
 
 def exit_code(tally: dict[str, int]) -> int:
-    if any(tally.get(o, 0) for o in RED):
-        return 1
+    flaky_red = tally.get("flaky", 0) - tally.get(FLAKY_ALLOWED, 0)
+    if flaky_red > 0 or any(tally.get(o, 0) for o in RED if o != "flaky"):
+        return RED_EXIT
     if tally.get("invalid", 0) or tally.get("missing", 0):
-        return 3
-    return 0
+        return NOT_MEASURED
+    return GREEN
 
 
 def controls_line(rows: list[dict]) -> str | None:
-    """One line on the control arms: how many of their must-fail cases failed, per suite."""
+    """One line on the control arms: how many of their must-fail cases failed with a kind their
+    defect produces, per suite."""
     controls = [r for r in rows if r.get("control")]
     if not controls:
         return None
-    confirmed = [r for r in controls if r["verdict"] == "fail"]
+    confirmed = [r for r in controls if r["verdict"] == "fail" and kinds_match(r)]
+    changed = [r for r in controls if r["verdict"] == "fail" and not kinds_match(r)]
+    lost = [r for r in controls if r["verdict"] == "pass"]
     suites = sorted({r["suite"] for r in controls})
-    lost = len([r for r in controls if r["verdict"] == "pass"])
     line = (
-        f"controls: {len(confirmed)} of {len(controls)} control cases confirmed failing "
-        f"({', '.join(suites)})"
+        f"controls: {len(confirmed)} of {len(controls)} control cases confirmed failing by "
+        f"their failure kind ({', '.join(suites)})"
     )
     if len(confirmed) == len(controls):
         return line + ": every stock control fails as it must"
-    return line + f"; {lost} lost control, {len(controls) - len(confirmed) - lost} not measured"
+    rest = len(controls) - len(confirmed) - len(changed) - len(lost)
+    return line + f"; {len(changed)} changed failure, {len(lost)} lost control, {rest} not measured"

@@ -39,6 +39,8 @@ class Case:
     expected: str = "pass"  # the verdict the gate expects (mlagate.expectations)
     expectation: str = ""  # why
     control: bool = False  # a control arm's must-fail case
+    expected_kinds: tuple[str, ...] = ()  # expected fail: the failure kinds that confirm it
+    retry: bool = False  # the suite may retry: a flaky case is not red
 
     @property
     def id(self) -> str:
@@ -214,7 +216,14 @@ def _expected(matrix: Matrix, case: Case) -> Case:
         case.backend,
         case.evidence,
     )
-    return dataclasses.replace(case, expected=e.verdict, expectation=e.why, control=e.control)
+    return dataclasses.replace(
+        case,
+        expected=e.verdict,
+        expectation=e.why,
+        control=e.control,
+        expected_kinds=e.kinds,
+        retry=matrix.suites[case.suite].retry,
+    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""Results: one versioned JSON file per case, written atomically as the case finishes."""
+"""Results: one versioned JSON file per case (mlagate.result/2), written atomically as the case
+finishes. A case run again into the same folder (a retry, --resume, --failed) keeps the earlier
+result as an attempt."""
 
 from __future__ import annotations
 
@@ -14,8 +16,33 @@ from typing import Any
 
 from mlagate import outcomes
 
-SCHEMA = "mlagate.result/1"
+SCHEMA = "mlagate.result/2"
 VERDICTS = ("pass", "fail", "invalid", "argued")
+UNCLASSIFIED = {"kind": "unclassified", "kinds": ["unclassified"], "details": {}}  # no kind given
+HEALTH_ENV = "MLAGATE_HEALTH"  # mlagate run's performance health record, for the pytest process
+
+
+def recorded_health() -> dict | None:
+    """The health record mlagate run left for this process ({fit, failed, override}), or None
+    (pytest run by hand: not recorded)."""
+    text = os.environ.get(HEALTH_ENV)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return {
+            "fit": bool(data["fit"]),
+            "failed": [
+                {"name": str(c["name"]), "detail": str(c["detail"])} for c in data["failed"]
+            ],
+            "override": bool(data["override"]),
+        }
+    except (ValueError, KeyError, TypeError):
+        return {
+            "fit": False,
+            "failed": [{"name": HEALTH_ENV, "detail": "unreadable"}],
+            "override": False,
+        }
 
 
 class ResultError(ValueError):
@@ -37,6 +64,9 @@ class Result:
     started: float = field(default_factory=time.time)
     duration_s: float = 0.0
     stderr: str = ""
+    failure: dict | None = None  # a fail's kinds and details (mlagate.harness.policy)
+    health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
+    attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -58,9 +88,14 @@ class Result:
             "profile": c["profile"],
             "runner": c["runner"],
             "verdict": self.verdict,
-            "expected": c.get("expected"),
+            "expected": c.get("expected") or ("argued" if self.verdict == "argued" else "pass"),
             "expectation": c.get("expectation", ""),
             "control": bool(c.get("control")),
+            "expected_kinds": list(c.get("expected_kinds") or ()),
+            "retry": bool(c.get("retry")),
+            "failure": (self.failure or UNCLASSIFIED) if self.verdict == "fail" else None,
+            "attempts": self.attempts,
+            "health": self.health,
             "evidence": self.evidence,
             "reason": self.reason,
             "counters": self.observations,
@@ -74,13 +109,38 @@ class Result:
         }
 
 
+def attempt(row: dict) -> dict:
+    """A result as one attempt of its case."""
+    return {
+        "run_id": row.get("run_id"),
+        "verdict": row["verdict"],
+        "failure": row.get("failure"),
+        "reason": row.get("reason", ""),
+        "started": row.get("started"),
+    }
+
+
+def history(row: dict) -> list[dict]:
+    """Every attempt of a result's case, oldest first, the result itself last."""
+    return [*row.get("attempts", []), attempt(row)]
+
+
 def write(result: Result, results_dir: Path, stem: str) -> Path:
-    """Write atomically: a reader never sees half a file, a crash loses only the case in flight."""
+    """Write atomically: a reader never sees half a file, a crash loses only the case in flight.
+    A result already there for the case (an earlier attempt) is kept in the new one's
+    attempts."""
     results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{stem}.json"
+    if path.is_file() and not result.attempts:
+        try:
+            old = read(path)
+        except ResultError:
+            old = None  # unreadable: it never counted, so it is no attempt
+        if old is not None and old["case_id"] == result.case["id"]:
+            result.attempts = history(old)
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(result.to_json(), fh, indent=1, sort_keys=False)
-    path = results_dir / f"{stem}.json"
     os.replace(tmp, path)
     return path
 
@@ -111,8 +171,8 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        """0 every case as expected, 1 a regression, lost control or fixed finding, 3 only invalid
-        or missing cases left."""
+        """0 every case as expected, 1 a red outcome (mlagate.outcomes.RED), 3 only invalid or
+        missing cases left."""
         return outcomes.exit_code(self.outcomes)
 
 
@@ -149,14 +209,54 @@ def wrapped(head: str, text: str, width: int | None = None) -> list[str]:
     return [head + parts[0]] + [" " * len(head) + p for p in parts[1:]]
 
 
+def signature(r: dict) -> str:
+    """What the reason leaves out: the failure kind, and the attempts of a flaky case."""
+    failure = r.get("failure") or {}
+    kind = f" [kind: {', '.join(failure['kinds'])}]" if failure.get("kinds") else ""
+    if outcomes.outcome(r) == "changed failure":
+        kind += f" (expected {' or '.join(r.get('expected_kinds') or ())})"
+    tries = history(r)
+    if len(tries) > 1:
+        kind += (
+            " [attempts: "
+            + ", ".join(f"{a['verdict']} ({a.get('run_id') or 'no run id'})" for a in tries)
+            + "]"
+        )
+    return kind
+
+
+def upgraded_line(rows: list[dict]) -> str | None:
+    """One line on results read through an upgrade (mlagate.upgrade): how many, from what."""
+    older: dict[str, int] = {}
+    for r in rows:
+        if r.get("upgraded_from"):
+            older[r["upgraded_from"]] = older.get(r["upgraded_from"], 0) + 1
+    if not older:
+        return None
+    return (
+        "upgraded: "
+        + ", ".join(f"{n} results written as {s}" for s, n in sorted(older.items()))
+        + f", read as {SCHEMA} (their failure kinds were not recorded: any kind confirms)"
+    )
+
+
+def unfit_line(rows: list[dict]) -> str | None:
+    """One line on performance results timed on a machine whose health checks failed."""
+    unfit = [r for r in rows if (r.get("health") or {}).get("fit") is False]
+    if not unfit:
+        return None
+    kept = sum(bool(r["health"]["override"]) for r in unfit)
+    return (
+        f"machine unfit for timings: {len(unfit)} performance results, "
+        f"{len(unfit) - kept} made invalid, {kept} kept by an explicit override (--allow-unfit)"
+    )
+
+
 def table(summary: Summary) -> str:
     lines = [
-        f"{'outcome':12} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"
+        f"{'outcome':15} {'verdict':8} {'suite':12} {'module':34} {'arm':26} {'geometry':20} reason"
     ]
-    order = {
-        o: i
-        for i, o in enumerate(("regression", "lost control", "fixed", "invalid", "as expected"))
-    }
+    order = {o: i for i, o in enumerate(outcomes.OUTCOMES[1:] + outcomes.OUTCOMES[:1])}
     verdict_order = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
 
     def key(r):
@@ -171,17 +271,21 @@ def table(summary: Summary) -> str:
     for r in sorted(summary.rows, key=key):
         geo = geometry_label(r)
         head = (
-            f"{outcomes.outcome(r):12} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
+            f"{outcomes.outcome(r):15} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
             f"{r['arm']:26} {geo:20} "
         )
-        lines += wrapped(head, r["reason"])
+        lines += wrapped(head, r["reason"] + signature(r))
     for cid in summary.missing:
         lines.append(
-            f"{'missing':12} {'':8} {cid} (no result was written: the case crashed before it "
+            f"{'missing':15} {'':8} {cid} (no result was written: the case crashed before it "
             "finished)"
         )
-    controls = outcomes.controls_line(summary.rows)
-    if controls:
-        lines.append(controls)
+    for line in (
+        outcomes.controls_line(summary.rows),
+        upgraded_line(summary.rows),
+        unfit_line(summary.rows),
+    ):
+        if line:
+            lines.append(line)
     lines.append(gate_line(summary))
     return "\n".join(lines)

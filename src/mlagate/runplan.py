@@ -68,7 +68,13 @@ def read(path: Path) -> RunPlan:
         raise RunPlanError(str(exc)) from None
     try:
         m = matrix_mod.from_json(doc["matrix"])
-        cases = tuple(Case(**{k: v for k, v in c.items() if k != "id"}) for c in doc["cases"])
+        cases = tuple(
+            Case(
+                **{k: v for k, v in c.items() if k not in ("id", "expected_kinds")},
+                expected_kinds=tuple(c.get("expected_kinds", ())),
+            )
+            for c in doc["cases"]
+        )
         installs = {
             a: ArmInstall(
                 m.arms[a], m.runtimes[m.arms[a].runtime], i["key"], Path(i["dir"]), i["version"]

@@ -5,6 +5,7 @@ L and T where it happened.
 """
 
 from mlagate import crossover
+from mlagate.harness import check
 
 
 def test_dispatch(mla):
@@ -27,6 +28,7 @@ def test_dispatch(mla):
                     "path": obs["path"],
                     "expected": expected,
                     "why": f"the query fold and the output unfold disagree: {ops}",
+                    "kind": "guards_disagree",
                 }
             )
         elif obs["path"] != expected:
@@ -37,11 +39,25 @@ def test_dispatch(mla):
                     "path": obs["path"],
                     "expected": expected,
                     "why": f"took {obs['path']}, the formula says {expected}",
+                    "kind": "wrong_path",
                 }
             )
     mla.metric("first_wrong", wrong[0] if wrong else None)
     mla.metric("wrong_steps", len(wrong))
-    assert not wrong, (
-        f"first wrong choice at L={wrong[0]['L']} T={wrong[0]['T']}: {wrong[0]['why']} "
-        f"({len(wrong)} of {len(steps)} steps wrong)"
-    )
+    if wrong:
+        check(
+            [
+                (
+                    w["kind"],
+                    f"first wrong choice at L={w['L']} T={w['T']}: {w['why']} "
+                    f"({len(wrong)} of {len(steps)} steps wrong)",
+                )
+                for w in wrong
+            ],
+            shown=1,
+            more=False,  # the text counts them
+            first={k: wrong[0][k] for k in ("L", "T", "path", "expected")},
+        )
+
+
+ORDER = 30  # where the report lists it among the correctness suites

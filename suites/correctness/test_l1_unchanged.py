@@ -6,7 +6,7 @@ the path counters agree. Any difference fails with the first differing element.
 import base64
 import struct
 
-from mlagate.harness import Invalid
+from mlagate.harness import Invalid, check
 
 
 def first_difference(a: dict, b: dict) -> str | None:
@@ -54,9 +54,19 @@ def test_l1_unchanged(mla):
         ours = mla.step(key, T, 1, want_output=True)
         theirs = mla.step(base_key, T, 1, arm=baseline, want_output=True)
         if ours["path"] != theirs["path"]:
-            diffs.append(f"T={T}: {arm} took {ours['path']}, {baseline} took {theirs['path']}")
+            diffs.append(
+                (
+                    "wrong_path",
+                    f"T={T}: {arm} took {ours['path']}, {baseline} took {theirs['path']}",
+                )
+            )
         where = first_difference(ours["output"], theirs["output"])
         if where:
-            diffs.append(f"T={T}: L = 1 output differs from {baseline} at {where}")
+            diffs.append(
+                ("numerical_mismatch", f"T={T}: L = 1 output differs from {baseline} at {where}")
+            )
     mla.metric("compared_with", baseline)
-    assert not diffs, "; ".join(diffs)
+    check(diffs, shown=len(diffs))
+
+
+ORDER = 40  # where the report lists it among the correctness suites

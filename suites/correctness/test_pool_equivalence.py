@@ -15,7 +15,7 @@ where every selection fell back to dense is invalid, not passed.
 
 import random
 
-from mlagate.harness import give_up, scripts
+from mlagate.harness import check, give_up, scripts
 
 
 def test_pool_equivalence(mla):
@@ -67,9 +67,12 @@ def test_pool_equivalence(mla):
             if found:
                 rep = mla.reproducer(seed=g["seed"], S=S, k=0, T=T, aligned=T % kpool == 0)
                 problems.append(
-                    f"{row}: {found[0]}"
-                    + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
-                    + f" [reproducer: T={rep['T']} S={S} seed={g['seed']}]"
+                    (
+                        scripts.kind(cmp, "pool_mismatch"),
+                        f"{row}: {found[0]}"
+                        + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")
+                        + f" [reproducer: T={rep['T']} S={S} seed={g['seed']}]",
+                    )
                 )
     mla.metric("cases", table)
     mla.metric("private_pool_notes", private[:8])
@@ -81,6 +84,7 @@ def test_pool_equivalence(mla):
         )
     if selected == 0:
         give_up("every selection fell back to dense: nothing about the pools was checked", problems)
-    assert not problems, "; ".join(problems[:3]) + (
-        f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-    )
+    check(problems)
+
+
+ORDER = 60  # where the report lists it among the correctness suites

@@ -9,7 +9,7 @@ prompt on an empty cache, as a server's first request may be: a function the run
 on first use is then traced on fewer keys than a sparse indexer's top-k, not on a long cache.
 """
 
-from mlagate.harness import Invalid
+from mlagate.harness import Invalid, check
 from mlagate.harness.supervisor import RuntimeRaised
 
 
@@ -27,15 +27,18 @@ def test_probes(mla):
             paths[f"L={L},T={T}"] = obs["path"]
             if obs["path"] not in ("absorbed", "materialised"):
                 problems.append(
-                    f"L={L} T={T}: no single path ({obs['path']}: "
-                    f"{[c['ops'] for c in obs['calls']]})"
+                    (
+                        "guards_disagree",
+                        f"L={L} T={T}: no single path ({obs['path']}: "
+                        f"{[c['ops'] for c in obs['calls']]})",
+                    )
                 )
     mla.metric("paths", paths)
 
     forced_key, info = mla.build(forced=True)
     mla.metric("guards", info["guards"])
     if not info["guards"]:
-        assert not problems, "; ".join(problems)
+        check(problems)
         raise Invalid(
             "unforceable: no `if` around self.embed_q/self.unembed_out in "
             f"{mla.module.attention_for(mla.case.arm)}"
@@ -46,13 +49,24 @@ def test_probes(mla):
             obs = mla.step(forced_key, warm, forced_width, force=path)
         except RuntimeRaised as exc:
             forced[path] = "raised"
-            problems.append(f"forced {path} at L={forced_width} T={warm}: the runtime raised {exc}")
+            problems.append(
+                (
+                    "runtime_raised",
+                    f"forced {path} at L={forced_width} T={warm}: the runtime raised {exc}",
+                )
+            )
             continue
         forced[path] = obs["path"]
         if obs["path"] != path:
             problems.append(
-                f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} "
-                f"({[c['ops'] for c in obs['calls']]})"
+                (
+                    "wrong_path",
+                    f"forced {path} at L={forced_width} T={warm}: the counters saw {obs['path']} "
+                    f"({[c['ops'] for c in obs['calls']]})",
+                )
             )
     mla.metric("forced", forced)
-    assert not problems, "; ".join(problems)
+    check(problems, shown=len(problems))
+
+
+ORDER = 10  # where the report lists it among the correctness suites

@@ -9,6 +9,7 @@ gates.ties says whether either path passes there ("either") or the strict form i
 """
 
 from mlagate import crossover
+from mlagate.harness import check
 
 
 def test_threshold(mla):
@@ -18,14 +19,14 @@ def test_threshold(mla):
     caches = sorted(
         set(mla.profile.cache_lengths) | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1])
     )
-    probes = [
+    boundary_probes = [
         (T, L)
         for T in caches
         for L in sorted(
             {crossover.widest_absorbed(T, r, n, v), crossover.widest_absorbed(T, r, n, v) + 1}
         )
     ]
-    probes += [(0, L) for L in gates["cold_widths"]]
+    probes = list(boundary_probes) + [(0, L) for L in gates["cold_widths"]]
     probes += [(mla.profile.cache_lengths[0], L) for L in mla.profile.prefill_widths]
     wrong, boundary = [], {}
     for T, L in probes:
@@ -41,8 +42,11 @@ def test_threshold(mla):
             ] = obs["path"] + (" (tie)" if tie else "")
         if not ok:
             wrong.append(
-                f"L={L} T={T}: took {obs['path']}, the formula says {expected}"
-                + (" (an exact tie)" if tie else "")
+                (
+                    "boundary_off" if (T, L) in boundary_probes else "wrong_path",
+                    f"L={L} T={T}: took {obs['path']}, the formula says {expected}"
+                    + (" (an exact tie)" if tie else ""),
+                )
             )
     mla.metric("boundary", boundary)
     mla.metric(
@@ -52,6 +56,7 @@ def test_threshold(mla):
             "table": crossover.table_threshold(r, n, v),
         },
     )
-    assert not wrong, "; ".join(wrong[:4]) + (
-        f" (+{len(wrong) - 4} more)" if len(wrong) > 4 else ""
-    )
+    check(wrong, shown=4)
+
+
+ORDER = 20  # where the report lists it among the correctness suites

@@ -17,7 +17,7 @@ are reported for every arm.
 """
 
 from mlagate import stats
-from mlagate.harness import Invalid
+from mlagate.harness import Failed, Invalid
 
 
 def test_marginal_cost(mla):
@@ -66,9 +66,11 @@ def test_marginal_cost(mla):
     bound = gates["max_relative"]
     mla.metric("gate", {"relative_marginal": rel, "ci": (lo, hi), "T": hi_t, "bound": bound})
     if lo > bound:
-        raise AssertionError(
+        raise Failed(
+            ["too_slow"],
             f"at T={hi_t} the second query costs {rel:.1f} decode steps (interval "
-            f"{lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache"
+            f"{lo:.1f}-{hi:.1f}, bound {bound}): it grows with the cache",
+            {"relative_marginal": rel, "T": hi_t, "bound": bound},
         )
     if hi > bound:
         raise Invalid(

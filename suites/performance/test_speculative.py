@@ -28,7 +28,7 @@ mlagate.harness.speculative_run; this file holds the gates, the two judgments an
 import pytest
 
 from mlagate import stats
-from mlagate.harness import Invalid, speculative_run
+from mlagate.harness import Failed, Invalid, speculative_run
 from mlagate.worker.speculation import TOP
 
 pytestmark = pytest.mark.mla_checkpoints
@@ -74,9 +74,11 @@ def _token_identity(mla, mismatches: list[dict]) -> str | None:
         f"{m['gap_at_least']})"
     )
     if decisive:
-        raise AssertionError(
+        raise Failed(
+            ["numerical_mismatch"],
             f"greedy speculative output differs from plain decoding in {len(mismatches)} "
-            f"run(s): {where}; {gap}, above the tie margin {budget}"
+            f"run(s): {where}; {gap}, above the tie margin {budget}",
+            {"mismatches": len(mismatches), "decisive": len(decisive)},
         )
     return (
         f"undecidable: greedy outputs diverged only at near-ties ({len(mismatches)} "
@@ -113,11 +115,13 @@ def _ground_kept(mla, measured: speculative_run.Measured, undecidable: str | Non
         },
     )
     if retained_hi < bound:
-        raise AssertionError(
+        raise Failed(
+            ["too_slow"],
             f"speculation loses ground with context: spec/plain throughput {lo_row['ratio']:.2f} "
             f"at P={lo_row['context']}, {hi_row['ratio']:.2f} at P={hi_row['context']} "
             f"({retained:.2f} of it retained, interval {retained_lo:.2f}-{retained_hi:.2f}, bound "
-            f"{bound}; verify path {paths[str(hi_row['context'])]['verify']})"
+            f"{bound}; verify path {paths[str(hi_row['context'])]['verify']})",
+            {"ratio_retained": retained, "bound": bound},
         )
     if undecidable:
         raise Invalid(undecidable)

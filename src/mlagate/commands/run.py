@@ -105,17 +105,8 @@ def _print_replays(summary) -> None:
                 )
 
 
-def main(args) -> int:
-    if args.head is not None or args.base is not None:
-        head(args)
-    target = runopts.resume_target(args)
-    matrix, backend, runner = cargs.context(args)
-    selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    spec = shard.parse_spec(args.shard) if args.shard else None
-    costs = shard.load_costs(args.costs) if args.costs else None
-    preflight.check()
-    runopts.performance_health(args, matrix, selection, backend)
-    outcome = execute.run(
+def _execute(args, matrix, selection, backend, runner, target, spec, costs):
+    return execute.run(
         matrix,
         selection,
         args.profile,
@@ -131,6 +122,20 @@ def main(args) -> int:
         verbose=args.verbose,
         only=target.ids if target else None,
     )
+
+
+def main(args) -> int:
+    if args.head is not None or args.base is not None:
+        head(args)
+    target = runopts.resume_target(args)
+    matrix, backend, runner = cargs.context(args)
+    selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
+    spec = shard.parse_spec(args.shard) if args.shard else None
+    costs = shard.load_costs(args.costs) if args.costs else None
+    preflight.check()
+    fitness = runopts.performance_health(args, matrix, selection, backend)
+    with runopts.health_recorded(fitness):
+        outcome = _execute(args, matrix, selection, backend, runner, target, spec, costs)
     print(results.table(outcome.summary))
     _print_replays(outcome.summary)
     print(f"results: {args.out / 'results'}")

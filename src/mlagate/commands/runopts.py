@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from mlagate import results
 from mlagate.gate import health, resume
 from mlagate.gate import run as execute
 
@@ -36,17 +40,27 @@ def options(p: argparse.ArgumentParser) -> None:
         help="refuse (exit 3) to time performance suites on a machine unfit by "
         "mlagate health --performance",
     )
+    p.add_argument(
+        "--allow-unfit",
+        action="store_true",
+        help="keep the verdicts of performance suites timed on a machine unfit by mlagate "
+        "health --performance (each result records the override; without it they are invalid)",
+    )
 
 
 class Refused(ValueError):
     """The machine is unfit for timings and --strict was given: exit 3, nothing measured."""
 
 
-def performance_health(args, matrix, selection, backend: str, system=None) -> None:
-    """Before timing anything: the performance health check; warn, or refuse with --strict."""
+def performance_health(args, matrix, selection, backend: str, system=None) -> dict | None:
+    """Before timing anything: the performance health check; refuse with --strict, else
+    record it for every performance result (unfit: their verdicts are invalid unless
+    --allow-unfit) and warn."""
     suites = selection.suites or tuple(matrix.suites)
     if not any(matrix.suites[s].kind == "performance" for s in suites):
-        return
+        return None
+    if args.strict and getattr(args, "allow_unfit", False):
+        raise execute.UsageError("--allow-unfit: does not go with --strict")
     fitness = health.check(system or health.System(), performance=True, backend=backend)
     if fitness.failed and args.strict:
         why = "; ".join(f"{c.name}: {c.detail}" for c in fitness.failed)
@@ -54,8 +68,34 @@ def performance_health(args, matrix, selection, backend: str, system=None) -> No
             f"--strict: this machine fails {len(fitness.failed)} performance health check(s) "
             f"({why}); nothing was run"
         )
+    record = fitness.record(override=getattr(args, "allow_unfit", False))
     for c in fitness.failed:
         print(f"mlagate: warning: unfit for timings: {c.name}: {c.detail}", file=sys.stderr)
+    if fitness.failed:
+        print(
+            "mlagate: warning: "
+            + (
+                "--allow-unfit: their verdicts are kept, and each result says so"
+                if record["override"]
+                else "their timing verdicts will be invalid (--allow-unfit keeps them)"
+            ),
+            file=sys.stderr,
+        )
+    return record
+
+
+@contextlib.contextmanager
+def health_recorded(record: dict | None):
+    """While the suites run: the health record in the environment the pytest process
+    inherits (mlagate.results.recorded_health), and gone afterwards."""
+    if record is None:
+        yield
+        return
+    os.environ[results.HEALTH_ENV] = json.dumps(record)
+    try:
+        yield
+    finally:
+        os.environ.pop(results.HEALTH_ENV, None)
 
 
 def resume_target(args) -> resume.Target | None:

@@ -26,6 +26,8 @@ RANK = {
     "as expected": 0,
     "invalid": 1,
     "missing": 2,
+    "flaky": 3,
+    "changed failure": 3,
     "regression": 3,
     "lost control": 3,
 }

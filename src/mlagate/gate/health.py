@@ -74,6 +74,15 @@ class Report:
             )
         return "\n".join(lines)
 
+    def record(self, override: bool = False) -> dict:
+        """What every performance result records of this check (mlagate.result/2 `health`):
+        fit, the failed checks, and whether the run overrode an unfit machine."""
+        return {
+            "fit": not self.failed,
+            "failed": [{"name": c.name, "detail": c.detail} for c in self.failed],
+            "override": bool(override and self.failed),
+        }
+
     def json(self) -> str:
         return json.dumps(
             {

@@ -88,7 +88,8 @@ class PlanOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.gaps else 0
+        """An arm holding a module the matrix does not register: bad input (2), as `run`."""
+        return 2 if self.gaps else 0
 
 
 def plan(

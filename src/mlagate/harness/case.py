@@ -1,9 +1,10 @@
 """The case API: `CaseRun`, a suite's handle on one case (the `mla` fixture).
 
 It builds models in an arm's worker, steps them, runs token scripts, shares weights between
-arms, compares outputs with a float64 reference, and records the evidence and the verdict of
-one result. Its shapes and config come from mlagate.harness.shapes, its timing (prime,
-interleaved samples) from mlagate.harness.timing.
+arms, compares outputs with a float64 reference, and records the evidence of one result: its
+verdict, a fail's kinds, and on a performance suite the machine's health (an unfit machine's
+timings are invalid unless the run overrides it). Its shapes and config come from
+mlagate.harness.shapes, its timing (prime, interleaved samples) from mlagate.harness.timing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from mlagate import crossover, results
 from mlagate.harness.context import Context
-from mlagate.harness.errors import Invalid
+from mlagate.harness.errors import Failed, Invalid
+from mlagate.harness.policy import RUNTIME_RAISED
 from mlagate.harness.scripts import reference_error
 from mlagate.harness.shapes import Shapes
 from mlagate.harness.timing import Timing
@@ -210,7 +212,8 @@ class CaseRun(Shapes, Timing):
             **({"causal_below": causal_below} if causal_below else {}),
         )
         broken = reference_error(reply)
-        assert not broken, broken
+        if broken:
+            raise Failed([RUNTIME_RAISED], broken)
         return reply
 
     def reproducer(self, **where) -> dict:
@@ -250,9 +253,33 @@ class CaseRun(Shapes, Timing):
             },
         }
 
-    def finish(self, verdict: str, reason: str = "", stderr: str = "") -> Path:
+    def finish(
+        self, verdict: str, reason: str = "", stderr: str = "", failure: dict | None = None
+    ) -> Path:
         if self.result.verdict != "argued":
             self.result.verdict, self.result.reason = verdict, reason
+            self.result.failure = failure if verdict == "fail" else None
+            if self.ctx.matrix.suites[self.case.suite].kind == "performance":
+                self._judge_fitness()
         self.result.stderr = stderr
         self.result.duration_s = time.perf_counter() - self._t0
         return results.write(self.result, self.ctx.out / "results", self.case.file_stem)
+
+    def _judge_fitness(self) -> None:
+        """A timing verdict from a machine whose health checks failed is invalid, unless the
+        run recorded an override (then the reason says so)."""
+        record = results.recorded_health()
+        self.result.health = record
+        r = self.result
+        if record is None or record["fit"] or r.verdict not in ("pass", "fail"):
+            return
+        why = "; ".join(f"{c['name']}: {c['detail']}" for c in record["failed"])
+        if record["override"]:
+            r.reason += f" (timed on a machine unfit for timings, overridden: {why})"
+            return
+        record["measured_verdict"] = r.verdict
+        r.verdict, r.failure = "invalid", None
+        r.reason = (
+            f"the machine was unfit for timings ({why}): the measured {record['measured_verdict']} "
+            f"is no verdict (run with --allow-unfit to keep it): {r.reason}"
+        )

@@ -172,7 +172,7 @@ def pytest_runtest_makereport(item, call):
         end = policy.ending(call.excinfo.value if call.excinfo else None)
         if end.exception:
             run.result.metrics["exception"] = end.exception
-        path = run.finish(end.verdict, end.reason, end.stderr)
+        path = run.finish(end.verdict, end.reason, end.stderr, end.failure)
         if end.verdict == "invalid" and rep.outcome == "failed":
             rep.outcome = "skipped"
             rep.longrepr = (str(item.fspath), item.location[1] or 0, f"INVALID: {end.reason}")

@@ -1,7 +1,9 @@
 """The one failure policy: how the way a case ended becomes its verdict.
 
-- fail: a gate did not hold (an assertion), or the runtime under test raised (its traceback
-  enters the arm's own folder: module, cache, rollback), with the exception and where.
+- fail: a gate did not hold (Failed, with the suite's failure kinds; a bare assertion is kind
+  `unclassified`, which no expectation names), or the runtime under test raised (kind
+  `runtime_raised`; its traceback enters the arm's own folder: module, cache, rollback), with
+  the exception and where.
 - invalid: the harness could not measure: Invalid, a worker that crashed, hung, ran out of
   memory or broke the protocol, an error outside the runtime's code, a missing arm.
 - pass: the test returned.
@@ -13,10 +15,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mlagate.harness.errors import Invalid
+from mlagate.harness.errors import Failed, Invalid
 from mlagate.harness.supervisor import RuntimeRaised, WorkerError
 
 TRACEBACK_LINES = 12
+RUNTIME_RAISED = "runtime_raised"  # a failure kind every suite can produce
+UNCLASSIFIED = "unclassified"  # a bare assertion: a fail no expectation names
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,12 @@ class Ending:
     reason: str
     stderr: str = ""
     exception: dict = field(default_factory=dict)
+    failure: dict | None = None  # a fail's kind, every kind seen, and details
+
+
+def _failure(kinds, details: dict | None = None) -> dict:
+    kinds = list(kinds) or [UNCLASSIFIED]
+    return {"kind": kinds[0], "kinds": kinds, "details": dict(details or {})}
 
 
 def _first_line(text: str, fallback: str) -> str:
@@ -48,10 +58,18 @@ def ending(exc: BaseException | None) -> Ending:
             "traceback": _tail(exc.traceback),
         }
         return Ending(
-            "fail", f"the runtime raised: {_first_line(str(exc), 'an exception')}", exc.stderr, info
+            "fail",
+            f"the runtime raised: {_first_line(str(exc), 'an exception')}",
+            exc.stderr,
+            info,
+            _failure([RUNTIME_RAISED], {"at": exc.at}),
+        )
+    if isinstance(exc, Failed):
+        return Ending(
+            "fail", _first_line(str(exc), "failed"), failure=_failure(exc.kinds, exc.details)
         )
     if isinstance(exc, (AssertionError, pytest.fail.Exception)):
-        return Ending("fail", _first_line(str(exc), type(exc).__name__))
+        return Ending("fail", _first_line(str(exc), type(exc).__name__), failure=_failure([]))
     if isinstance(exc, Invalid):
         return Ending("invalid", f"Invalid: {_first_line(str(exc), 'could not measure')}")
     if isinstance(exc, WorkerError):

@@ -104,6 +104,12 @@ def first_position(cmp: dict) -> int | None:
     return lg["worst_position"] if lg else None
 
 
+def kind(cmp: dict, otherwise: str) -> str:
+    """The failure kind of a judged comparison: runtime_raised where the tested script raised,
+    else the suite's own kind."""
+    return "runtime_raised" if cmp["errors"]["tested"] else otherwise
+
+
 def reference_error(reply: dict) -> str | None:
     """A reference script that raised (it runs the same runtime: a failure, as the tested one's)."""
     for name, cmp in reply["pairs"].items():

@@ -61,7 +61,7 @@ def read_expectations(
     checkpoints: Mapping[str, Checkpoint],
 ) -> tuple[Expectation, ...]:
     """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?,
-    backend?}]`."""
+    backend?, kind?}]`; kind (with verdict fail): the failure kind, one of the suite's."""
     if node is None or node.value is None:
         return ()
     if not isinstance(node.value, list):
@@ -72,7 +72,7 @@ def read_expectations(
         m = r.mapping(
             item,
             key,
-            {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link"},
+            {"suite", "module", "arm", "geometry", "backend", "verdict", "reason", "link", "kind"},
             {"suite", "module", "arm", "verdict", "reason"},
         )
         for name, table in (("suite", suites), ("module", modules), ("arm", arms)):
@@ -101,6 +101,7 @@ def read_expectations(
             r.opt(
                 m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
             ),
+            _kind(r, m, key, suites[m["suite"].value]),
         )
         if any(
             (e.suite, e.module, e.arm, e.geometry, e.backend)
@@ -112,6 +113,14 @@ def read_expectations(
             )
         out.append(exp)
     return tuple(out)
+
+
+def _kind(r: Reader, m: dict, key: str, suite: Suite) -> str | None:
+    kinds = suite.failure_kinds
+    kind = r.opt(m, "kind", key, str, check=lambda x: x in kinds, what="one of " + ", ".join(kinds))
+    if kind is not None and m["verdict"].value != "fail":
+        raise r.fail(m["kind"], f"{key}.kind", "a failure kind goes with verdict fail")
+    return kind
 
 
 def read_equivalent_mutants(

@@ -156,6 +156,9 @@ class Suite:
     path: Path | None = (
         None  # the suite's file (suites/<kind>/test_<id>.py, or `file:` beside the matrix)
     )
+    failure_kinds: tuple[str, ...] = ()  # the kinds its contract says it can produce
+    control_kinds: tuple[str, ...] = ()  # the kinds a control arm's defect produces
+    retry: bool = False  # `retry: true`: a case that failed, then passed (flaky) is not red
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ class Expectation:
     link: str = ""
     geometry: str | None = None  # None: every geometry (and checkpoint) of the module
     backend: str | None = None  # None: every backend
+    kind: str | None = None  # verdict fail: the failure kind it fails with (None: any kind)
 
     def matches(self, suite: str, module: str, arm: str, geometry: str, backend: str) -> bool:
         return (

@@ -31,13 +31,13 @@ GateNodes = dict[str, tuple[Node | None, descriptors.Descriptor]]
 def read_suites(
     r: Reader, section: Node, modules: Mapping[str, Module], base: Path
 ) -> tuple[dict[str, Suite], GateNodes]:
-    """`suites: {id: {kind, gates?, baseline?, modules?, sparse?, file?}}`: the suites with their
-    gates still empty, and the gate nodes for read_gates."""
+    """`suites: {id: {kind, gates?, baseline?, modules?, sparse?, file?, retry?}}`: the suites
+    with their gates still empty, and the gate nodes for read_gates."""
     suites, gate_nodes = {}, {}
     for sid, node in r.table(section, "suites").items():
         key = f"suites.{sid}"
         m = r.mapping(
-            node, key, {"kind", "gates", "baseline", "modules", "sparse", "file"}, {"kind"}
+            node, key, {"kind", "gates", "baseline", "modules", "sparse", "file", "retry"}, {"kind"}
         )
         only = (
             r.id_list(m["modules"], f"{key}.modules", modules, "module") if "modules" in m else None
@@ -74,6 +74,9 @@ def read_suites(
             bool(r.opt(m, "sparse", key, bool, default=False)),
             declared.controls_fail,
             suite_path,
+            declared.failure_kinds,
+            declared.control_kinds,
+            bool(r.opt(m, "retry", key, bool, default=False)),
         )
     return suites, gate_nodes
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
+from mlagate import documents
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue
@@ -21,6 +23,16 @@ from mlagate.report.merged import (
 )
 from mlagate.report.page import Outcome, write_commit
 from mlagate.worker import machine
+
+
+def _machine(path: Path) -> dict | None:
+    """A run folder's machine record (mlagate.documents); a bad one is left out, with a
+    warning (the page only shows it)."""
+    try:
+        return documents.load(path, "machine")
+    except documents.DocumentError as exc:
+        print(f"mlagate: warning: {exc}; its machine is not shown", file=sys.stderr)
+        return None
 
 
 def build(
@@ -58,8 +70,8 @@ def build(
     machines = [
         dict(m, source=str(p))
         for p in sources
-        if Path(p).is_dir()
-        for m in [machine.read(Path(p) / machine.FILE)]
+        if Path(p).is_dir() and (Path(p) / machine.FILE).is_file()
+        for m in [_machine(Path(p) / machine.FILE)]
         if m
     ]
     if machines:

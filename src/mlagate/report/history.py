@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, stats
+from mlagate import documents, outcomes, stats
 from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
@@ -59,6 +59,7 @@ def _figures(folder: Path) -> dict | None:
         "commit": merged["commit"],
         "commit_time": merged.get("commit_time"),
         "counts": merged["counts"],
+        "outcomes": outcomes.counts(merged["results"]),
         "figures": cat.key_figures(merged["results"]),
         "labels": {fid: list(lu) for fid, lu in _labels(cat).items()},
     }

@@ -58,7 +58,7 @@ def _testsuite(root: ET.Element, suite: str, rs: list[dict]) -> tuple[dict[str, 
     """One <testsuite> of a suite's results (sorted by case id); its counts and its time."""
     counts = {
         "tests": len(rs),
-        "failures": sum(outcomes.outcome(r) in outcomes.RED for r in rs),
+        "failures": sum(outcomes.red(r) for r in rs),
         "errors": sum(r["verdict"] == "invalid" for r in rs),
         "skipped": sum(r["verdict"] == "argued" for r in rs),
     }
@@ -77,7 +77,8 @@ def _testsuite(root: ET.Element, suite: str, rs: list[dict]) -> tuple[dict[str, 
 
 def _testcase(ts: ET.Element, r: dict) -> None:
     """One <testcase> of a result: a failure when its outcome is red, the expectation as output
-    for an expected fail, an error when invalid, skipped when argued; its stderr's tail."""
+    for an expected fail, an error when invalid, skipped when argued; a flaky case's failed
+    attempts as <flakyFailure> (Maven Surefire's element); its stderr's tail."""
     classname, name = testcase_name(r)
     tc = ET.SubElement(
         ts,
@@ -88,21 +89,41 @@ def _testcase(ts: ET.Element, r: dict) -> None:
     )
     reason = _clean(r.get("reason", ""))
     outcome = outcomes.outcome(r)
+    failure = r.get("failure") or {}
+    tries = results.history(r)
     detail = _clean(
         f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
         f"verdict: {r['verdict']} (expected {r.get('expected')}: "
-        f"{r.get('expectation', '')})\nreplay: {r.get('replay', '')}"
+        f"{r.get('expectation', '')})\n"
+        + (f"failure kind: {', '.join(failure.get('kinds') or [])}\n" if failure else "")
+        + (
+            "attempts: " + ", ".join(f"{a['verdict']} ({a.get('run_id')})" for a in tries) + "\n"
+            if len(tries) > 1
+            else ""
+        )
+        + f"replay: {r.get('replay', '')}"
     )
-    if outcome in outcomes.RED:
+    if outcome == "flaky":
+        for a in tries[:-1]:
+            if a["verdict"] != r["verdict"]:
+                ET.SubElement(
+                    tc,
+                    "flakyFailure",
+                    message=_clean(f"attempt {a.get('run_id')}: {a.get('reason', '')}"),
+                    type=a["verdict"],
+                )
+    if outcomes.red(r):
         ET.SubElement(
             tc,
             "failure",
             message=_clean(f"{outcome}: {r.get('reason', '')}"),
             type=outcome.replace(" ", "-"),
         ).text = detail
-    elif r["verdict"] == "fail":
+    elif r["verdict"] == "fail" or outcome == "flaky":
         ET.SubElement(tc, "system-out").text = _clean(
-            f"as expected: {r.get('expectation', '')}\n{detail}"
+            f"{outcome}"
+            + (" (its suite may retry)" if outcome == "flaky" else "")
+            + f": {r.get('expectation', '')}\n{detail}"
         )
     elif r["verdict"] == "invalid":
         ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail

@@ -111,8 +111,9 @@ def load_merged(path: Path) -> dict:
         data = documents.load(path, "merged")
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
-    for i, r in enumerate(data.get("results", [])):
-        _check(r, f"{path}: result {i}")
+    data["results"] = [
+        _check(r, f"{path}: result {i}") for i, r in enumerate(data.get("results", []))
+    ]
     return data
 
 
@@ -120,7 +121,9 @@ def merge(
     sources: list[tuple[str, list[dict]]], commit: str, commit_time: str | None = None
 ) -> dict:
     """One document from several sources. The same case_id in two sources: the result that
-    started last is kept, the others are listed under `superseded` (case id, source, started)."""
+    started last is kept, with every other one among its attempts (so a case that failed in
+    one source and passed in another is flaky); the others are also listed under `superseded`
+    (case id, source, started)."""
     chosen: dict[tuple[str, str], tuple[dict, str]] = {}
     superseded = []
     for name, rows in sources:
@@ -141,8 +144,14 @@ def merge(
                 superseded.append(
                     {"case_id": r["case_id"], "source": name, "started": r.get("started")}
                 )
+    earlier: dict[tuple[str, str], list[dict]] = {}
+    for _, rows_ in sources:
+        for r in rows_:
+            key = (r.get("runner") or "", r["case_id"])
+            if chosen[key][0] is not r:
+                earlier.setdefault(key, []).extend(results.history(r))
     rows = sorted(
-        (r for r, _ in chosen.values()),
+        (_with_attempts(r, earlier.get(key, [])) for key, (r, _) in chosen.items()),
         key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]),
     )
     counts = {v: 0 for v in results.VERDICTS}
@@ -160,6 +169,21 @@ def merge(
         "superseded": superseded,
         "results": rows,
     }
+
+
+def _with_attempts(row: dict, others: list[dict]) -> dict:
+    """row with the attempts of its case found in other sources, oldest first, each once."""
+    if not others:
+        return row
+    mine = {(a.get("run_id"), a.get("started")) for a in results.history(row)}
+    seen, extra = set(), []
+    for a in others:
+        k = (a.get("run_id"), a.get("started"))
+        if k not in mine and k not in seen:
+            seen.add(k)
+            extra.append(a)
+    attempts = sorted([*row.get("attempts", []), *extra], key=lambda a: a.get("started") or "")
+    return {**row, "attempts": attempts}
 
 
 def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
@@ -195,9 +219,9 @@ def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ReportError(f"{path}: not a readable merge record ({exc})") from None
+            data = documents.load(path, "merge")
+        except documents.DocumentError as exc:
+            raise ReportError(str(exc)) from None
         for key in gaps:
             gaps[key] += [str(x) for x in data.get(key) or []]
     return gaps

@@ -38,6 +38,8 @@ def render(merged: dict, max_problems: int = 50) -> str:
         + "**",
         "",
         *([_md(controls), ""] if controls else []),
+        *([_md(upgraded), ""] if (upgraded := results.upgraded_line(rows)) else []),
+        *([_md(unfit), ""] if (unfit := results.unfit_line(rows)) else []),
         f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, "
         f"{c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
         f"({len(rows)} cases)",
@@ -60,7 +62,9 @@ def render(merged: dict, max_problems: int = 50) -> str:
         n = by_suite[s]
         out.append(f"| {_md(s)} | {n['pass']} | {n['fail']} | {n['invalid']} | {n['argued']} |")
     bad = [r for r in rows if outcomes.outcome(r) != "as expected"]
-    bad.sort(key=lambda r: (outcomes.outcome(r) == "invalid", r["suite"], r["module"], r["arm"]))
+    bad.sort(
+        key=lambda r: (not outcomes.red(r), outcomes.outcome(r), r["suite"], r["module"], r["arm"])
+    )
     if bad:
         out += [
             "",
@@ -76,7 +80,8 @@ def render(merged: dict, max_problems: int = 50) -> str:
             out.append(
                 f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | "
                 f"{_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
-                f"{_md(r.get('reason'))} | {_code(r.get('replay'))} |"
+                f"{_md((r.get('reason') or '') + results.signature(r))} | "
+                f"{_code(r.get('replay'))} |"
             )
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")

@@ -1,0 +1,41 @@
+"""Older documents brought to the current schema, one version at a time (as asv's
+`update_to_N`): mlagate.documents validates a document against the schema it was written in,
+then runs these in order and validates the result against the current schema."""
+
+from __future__ import annotations
+
+UNRECORDED = "unrecorded"  # the failure kind of a fail written before kinds were recorded
+
+
+def result_to_2(doc: dict) -> dict:
+    """mlagate.result/1 -> /2. The expectation a /1 result lacked is what its verdict was judged
+    by (a fail: regression, anything else: as expected), so no verdict or outcome changes; a
+    fail's kind was not recorded (`unrecorded`, confirming any expected kind); it has no earlier
+    attempts and no health record."""
+    out = dict(doc)
+    verdict = doc["verdict"]
+    expected = doc.get("expected")
+    if expected not in ("pass", "fail", "argued"):
+        expected = "argued" if verdict == "argued" else "pass"
+    out.update(
+        schema="mlagate.result/2",
+        upgraded_from=doc["schema"],
+        expected=expected,
+        control=bool(doc.get("control")),
+        expected_kinds=[],
+        retry=False,
+        failure=(
+            {"kind": UNRECORDED, "kinds": [UNRECORDED], "details": {}}
+            if verdict == "fail"
+            else None
+        ),
+        attempts=[],
+        health=None,
+    )
+    return out
+
+
+# kind -> {older schema: (the schema file it validates against, the step to the next version)}
+STEPS = {
+    "result": {"mlagate.result/1": ("result-1", result_to_2)},
+}
