@@ -50,6 +50,7 @@ def test_a_short_context_mask_that_sees_later_tokens_fails_and_names_where(run):
         "changing token 1 changed the logits at position 0" in reason and "path=natural" in reason
     )
     assert "T=0" in reason and "prefill-vs-decode" in reason
+    assert bad["failure"]["kinds"] == ["causality_broken", "prefill_decode_mismatch"]
     rep = bad["metrics"]["reproducers"][0]
     assert rep["check"] == "causality" and rep["j"] == 1 and rep["T"] == 0 and "replay" in rep
     verify = [k for k in bad["metrics"]["cases"] if k.startswith("causality/")]
@@ -62,6 +63,7 @@ def test_a_dropped_first_key_below_the_top_k_is_seen_by_the_short_context_check(
     bad = run[("causal", "fake/dropfirst")]
     assert bad["verdict"] == "fail"
     assert "(below the top-k 8) does not select keys [0]" in bad["reason"]
+    assert bad["failure"]["kind"] == "sparse_mask_not_causal"
     assert bad["metrics"]["cases"]["causality/natural"]["broken"] == 0  # nothing later moves it
 
 

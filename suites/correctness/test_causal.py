@@ -22,7 +22,7 @@ j, T, L and path that broke, and keeps a reproducer.
 
 import random
 
-from mlagate.harness import give_up, scripts
+from mlagate.harness import check, give_up, scripts
 
 PATHS = ("absorbed", "materialised")
 
@@ -271,6 +271,4 @@ def test_causal(mla):
             "paths": len(table) // 2,
         },
     )
-    assert not problems, "; ".join(t for _, t in problems[:3]) + (
-        f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-    )
+    check(problems)
