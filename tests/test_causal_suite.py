@@ -13,7 +13,7 @@ import pytest
 
 from mlagate.mutate import killmatrix, operators
 
-from .conftest import FIXTURES, cli
+from .conftest import FIXTURES, ROOT, cli
 
 MATRIX = FIXTURES / "fake-causal.yaml"
 
@@ -210,3 +210,21 @@ def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
     assert (
         m["operator"] == "mask_compare" and m["status"] == "killed" and m["killed_by"] == ["causal"]
     )
+
+
+@pytest.mark.arms
+def test_a_real_sparse_module_passes_on_every_path(tmp_path, run_cli, real_cache):
+    """mlx-lm 0.32.2 + patch, deepseek_v32: forceable, with an indexer whose top-k (16 at quick
+    shapes) the prompt and the longest caches pass."""
+    proc = run_cli(
+        *("run", "--suite", "causal", "--module", "mlx-lm/deepseek_v32"),
+        *("--arm", "mlx-lm-0.32.2-patched", "--out", tmp_path),
+        cwd=ROOT,
+        cache=real_cache,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    (row,) = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")]
+    assert row["verdict"] == "pass", row["reason"]
+    cases = row["metrics"]["cases"]
+    assert len(cases) == 6 and all(c["pairs"] and not c["broken"] for c in cases.values())
+    assert row["metrics"]["shape"]["caches"] == [0, 15, 16, 35]
