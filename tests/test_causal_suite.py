@@ -227,4 +227,4 @@ def test_a_real_sparse_module_passes_on_every_path(tmp_path, run_cli, real_cache
     assert row["verdict"] == "pass", row["reason"]
     cases = row["metrics"]["cases"]
     assert len(cases) == 6 and all(c["pairs"] and not c["broken"] for c in cases.values())
-    assert row["metrics"]["shape"]["caches"] == [0, 15, 16, 35]
+    assert row["metrics"]["shape"]["caches"] == [0, 15, 35]
