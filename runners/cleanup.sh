@@ -6,8 +6,9 @@
 #    this is what gives its memory back.
 # 2. Removes run outputs (they travelled as artifacts) and the job's .venv.
 # 3. Removes stale arms: install directories of the arm cache that the current matrix no
-#    longer uses and that are older than MLAGATE_ARM_MAX_AGE_DAYS (default 14). The
-#    cache (MLAGATE_CACHE, default ~/.cache/mlagate) is shared by jobs, so arms in use stay.
+#    longer uses and that are older than MLAGATE_ARM_MAX_AGE_DAYS (default 14), and the
+#    planner's kept arm scans (CACHE/scans) as old (made again when needed). The cache
+#    (MLAGATE_CACHE, default ~/.cache/mlagate) is shared by jobs, so arms in use stay.
 set -uo pipefail
 workspace="$(pwd -P)"
 cache="${MLAGATE_CACHE:-$HOME/.cache/mlagate}"
@@ -41,6 +42,9 @@ if [ -n "$keep" ] && [ -d "$cache/arms" ]; then
       rm -rf "$dir" "$dir.lock" && echo "cleanup: removed stale arm $(basename "$dir")"
     fi
   done
+fi
+if [ -n "$keep" ] && [ -d "$cache/scans" ]; then
+  find "$cache/scans" -mindepth 1 -maxdepth 1 -type f -name '*.json' -mtime +"$max_age" -delete
 fi
 echo "cleanup: done"
 exit 0

@@ -13,6 +13,16 @@ FAKE_MATRIX = FIXTURES / "fake-matrix.yaml"
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def pack_key(tmp_path_factory) -> Path:
+    """The key packs are signed and checked with (MLAGATE_PACK_KEY), for every test and the
+    commands they start; a test of a missing or other key sets its own."""
+    path = tmp_path_factory.mktemp("packkey") / "pack.key"
+    path.write_bytes(os.urandom(32).hex().encode())
+    os.environ["MLAGATE_PACK_KEY"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def real_cache() -> Path:
     """The arm cache for the real arms: shared across tests and runs (installing them takes a

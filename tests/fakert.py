@@ -43,8 +43,9 @@ def git(repo: Path, *args: str, env: dict | None = None) -> str:
 
 
 def runtime_repo(repo: Path, head: str, env: dict | None = None) -> Path:
-    """head: "fix" (main has the guards, pr applies the fix) or "regress" (main has the fix,
-    pr puts `L == 1` back). The checkout is left on pr."""
+    """head: "fix" (main has the guards, pr applies the fix), "regress" (main has the fix,
+    pr puts `L == 1` back) or "unrelated" (main has the guards, pr edits a docstring). The
+    checkout is left on pr."""
     fake_tree(repo)
     git(repo, "init", "--quiet", "--initial-branch", "main", env=env)
     if head == "regress":
@@ -52,6 +53,10 @@ def runtime_repo(repo: Path, head: str, env: dict | None = None) -> Path:
     git(repo, "add", "--all", env=env)
     git(repo, "commit", "--quiet", "-m", "main", env=env)
     git(repo, "checkout", "--quiet", "-b", "pr", env=env)
-    git(repo, "apply", *(["--reverse"] if head == "regress" else []), str(FIX), env=env)
+    if head == "unrelated":
+        init = repo / "fakemla" / "__init__.py"
+        init.write_text('"""The fake runtime (an unrelated edit)."""\n' + init.read_text())
+    else:
+        git(repo, "apply", *(["--reverse"] if head == "regress" else []), str(FIX), env=env)
     git(repo, "commit", "--quiet", "-am", f"pr: {head}", env=env)
     return repo

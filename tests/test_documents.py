@@ -125,3 +125,61 @@ def test_only_regular_files_of_bounded_size(tmp_path):
             documents.load(tmp_path / name, "result")
     with pytest.raises(documents.DocumentError, match="larger than 1000 bytes"):
         documents.read_bytes(tmp_path / "big.json", max_bytes=1000)
+
+
+RESULT = GOOD["result"]
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"duration_s": NaN}', "NaN is not a number"),
+        ('{"duration_s": Infinity}', "Infinity is not a number"),
+        ('{"duration_s": -Infinity}', "Infinity is not a number"),
+        ('{"duration_s": 1e400}', "out of range"),
+        ('{"n": ' + "9" * 401 + "}", "integer of 401 digits"),
+        ('{"n": -' + "9" * 25 + "}", "integer of 26 digits"),
+        ('{"reason": "\\ud800"}', "lone UTF-16 surrogate"),
+        ('{"\\udfff": 1}', "lone UTF-16 surrogate"),
+    ],
+)
+def test_numbers_and_strings_json_should_not_hold_are_refused(text, why, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(documents.DocumentError, match=why) as err:
+        documents.load(path, "result")
+    assert "\n" not in str(err.value)
+
+
+def test_a_surrogate_pair_is_text():
+    assert documents.parse('{"r": "\\ud83d\\ude00"}', "x") == {"r": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"duration_s": 1e308}, "duration_s"),
+        ({"runner": "/etc"}, "runner"),
+        ({"runner": "../../x"}, "runner"),
+        ({"runner": ""}, "runner"),
+        ({"geometry": {"id": ["a"]}}, "geometry.id"),
+        ({"case_id": "a\nb"}, "case_id"),
+        ({"case_id": ""}, "case_id"),
+        ({"reason": "x" * 1_000_001}, "reason"),
+        ({"backend": "cpu/../x"}, "backend"),
+    ],
+)
+def test_result_fields_are_bounded(change, key, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**RESULT, **change}))
+    with pytest.raises(documents.DocumentError) as err:
+        documents.load(path, "result")
+    assert str(err.value).startswith(f"{path}: {key}: ")
+
+
+@pytest.mark.parametrize("value", [1.7e308, -1.7e308, 1e16])
+def test_history_figures_are_bounded(value, tmp_path):
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps({**GOOD["figures"], "figures": {"a|b|c|d|e": value}}))
+    with pytest.raises(documents.DocumentError, match="figures.a|b|c|d|e"):
+        documents.load(path, "figures")

@@ -24,14 +24,14 @@ def _file(tar, name, data=b"x = 1\n", mode=0o644):
     tar.addfile(info, io.BytesIO(data))
 
 
-def _good_arm(tar, key=KEY, files=None):
+def _good_arm(tar, key=KEY, files=None, signed=True):
     files = files or {"site/fakemla/__init__.py": b"", "arm.json": b'{"version": "tree"}'}
     digest = {rel: __import__("hashlib").sha256(data).hexdigest() for rel, data in files.items()}
-    _file(
-        tar,
-        f"arms/{key}/{packs.CONTENT}",
-        json.dumps({"schema": packs.CONTENT_SCHEMA, "files": digest}).encode(),
-    )
+    content = json.dumps({"schema": packs.CONTENT_SCHEMA, "files": digest}).encode()
+    _file(tar, f"arms/{key}/{packs.CONTENT}", content)
+    if signed:
+        sig = packs.signature(packs.signing_key(), key, content).encode()
+        _file(tar, f"arms/{key}/{packs.SIGNATURE}", sig)
     for rel, data in files.items():
         _file(tar, f"arms/{key}/{rel}", data)
 

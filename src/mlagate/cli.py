@@ -20,6 +20,7 @@ VERBS = {
     "plan": "mlagate.commands.plan",
     "arms": "mlagate.commands.arms",
     "scan": "mlagate.commands.scan",
+    "discover": "mlagate.commands.discover",
     "run": "mlagate.commands.run",
     "merge": "mlagate.commands.merge",
     "compare": "mlagate.commands.compare",

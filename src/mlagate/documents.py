@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
+import re
 import stat
 from importlib import resources
 from pathlib import Path
@@ -24,6 +26,8 @@ import jsonschema
 from mlagate import upgrade
 
 MAX_BYTES = 256 << 20
+MAX_INT = 1 << 63  # no document holds a larger integer; a bigger one is a forged document
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 KINDS = {
     "result": "mlagate.result/2",
     "merged": "mlagate.merged/1",
@@ -39,6 +43,7 @@ KINDS = {
     "merge": "mlagate.merge/1",
     "machine": "mlagate.machine/1",
     "compare": "mlagate.compare/1",
+    "head-run": "mlagate.head-run/1",
 }
 
 
@@ -46,7 +51,9 @@ class DocumentError(ValueError):
     """A document that cannot be read or does not match its schema; one line."""
 
 
-def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+def open_regular(path: Path) -> int:
+    """A descriptor of path opened for reading; DocumentError, before anything is read, when it
+    is not a regular file (a FIFO is opened without blocking, a device is never read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
@@ -56,6 +63,12 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise DocumentError(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    fd = open_regular(path)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
@@ -63,11 +76,47 @@ def read_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     return data
 
 
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or abs(int(text)) >= MAX_INT:
+        raise ValueError(f"an integer of {len(text)} digits (at most 2^63 in magnitude)")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a number out of range ({text[:40]})")
+    return value
+
+
+def _constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _lone_surrogate(data: Any) -> bool:
+    """Whether a string of data (keys included) holds half a UTF-16 pair."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse(data: bytes | str, where: str) -> Any:
-    """JSON text as Python values; DocumentError for bad bytes or JSON, deep nesting, big ints."""
+    """JSON text as Python values; DocumentError for bad bytes or JSON, deep nesting, integers
+    past 2^63, NaN, Infinity and numbers that overflow, and a string holding a lone surrogate."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text)
+        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except UnicodeDecodeError as exc:
         raise DocumentError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -76,8 +125,11 @@ def parse(data: bytes | str, where: str) -> Any:
         ) from None
     except RecursionError:
         raise DocumentError(f"{where}: not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+    except ValueError as exc:  # from the number hooks, or an int past Python's digit limit
         raise DocumentError(f"{where}: not valid JSON: {str(exc).splitlines()[0][:120]}") from None
+    if _SURROGATE.search(text) and _lone_surrogate(value):
+        raise DocumentError(f"{where}: not valid JSON: a string holds a lone UTF-16 surrogate")
+    return value
 
 
 @functools.cache

@@ -15,6 +15,13 @@ expectation.
   removed, as a strict xfail);
 - invalid: the harness could not measure; missing: no result was written.
 
+A head run (mlagate run --head) judges each case of head against the same case on base
+(`relative`): fixed by this change (fail on base, pass on head), regression (pass on base, fail
+on head), still failing as on base (fail on both, with the same failure kinds: red only when
+asked, `is_red(.., strict)`), changed failure (fail on both, of other kinds: red);
+a head case with no base counterpart is a *new case*, judged by its expectation as above.
+
+
 Exit status (the table below, docs/gate.md): 0 when every case is as expected (or flaky where
 its suite may retry), 1 on any red outcome, 3 when only invalid or missing cases stand in the
 way.
@@ -24,8 +31,10 @@ from __future__ import annotations
 
 OUTCOMES = (
     "as expected",
+    "fixed by this change",
     "changed failure",
     "regression",
+    "still failing as on base",
     "flaky",
     "lost control",
     "fixed",
@@ -33,6 +42,9 @@ OUTCOMES = (
     "missing",
 )
 RED = ("changed failure", "regression", "flaky", "lost control", "fixed")
+FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
+RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
+NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
 FLAKY_ALLOWED = "flaky, suite may retry"  # a counts() key: the flaky cases that are not red
 
 # the one exit-code table of every verb (docs/gate.md)
@@ -67,6 +79,43 @@ def outcome(row: dict) -> str:
     if expected == "fail" and verdict == "pass":
         return "lost control" if row.get("control") else "fixed"
     return "regression"  # e.g. a row argued where a measurement was planned
+
+
+def relative(head_row: dict, base_row: dict | None) -> str:
+    """What the change did to one case: head's verdict against base's on the same case.
+
+    Without a base verdict to compare with (a new case, or base invalid or missing) and where
+    head's own outcome says more than a verdict can (invalid, flaky, changed failure), head's
+    own outcome stands."""
+    own = outcome(head_row)
+    if (
+        base_row is None
+        or own in ("invalid", "changed failure")
+        or (own == "flaky" and red(head_row))
+    ):
+        return own
+    head, base = head_row["verdict"], base_row["verdict"]
+    if (head, base) == ("pass", "fail"):
+        return FIXED_BY_CHANGE
+    if (head, base) == ("fail", "pass"):
+        return "regression"
+    if (head, base) == ("fail", "fail"):
+        same = not _kinds(head_row) or not _kinds(base_row) or _kinds(head_row) == _kinds(base_row)
+        return STILL_FAILING if same else "changed failure"
+    if head == base == "pass":
+        return "as expected"
+    return own  # base invalid or argued: nothing to compare with
+
+
+def _kinds(row: dict) -> frozenset:
+    """The failure kinds a fail names (none for a result that names none)."""
+    failure = row.get("failure") or {}
+    return frozenset(failure.get("kinds") or [failure.get("kind")]) - {None}
+
+
+def is_red(name: str, strict: bool = False) -> bool:
+    """Whether an outcome keeps the gate red; with strict a case still failing as on base too."""
+    return name in RED or (strict and name == STILL_FAILING)
 
 
 def red(row: dict) -> bool:

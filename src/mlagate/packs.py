@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
+import io
 import json
 import os
 import re
@@ -31,8 +33,11 @@ from mlagate import documents
 
 CONTENT = "content.json"
 CONTENT_SCHEMA = "mlagate.arm-content/1"
+SIGNATURE = "signature"  # HMAC-SHA256 of the arm key and content.json, by the exporter's key
+KEY_ENV = "MLAGATE_PACK_KEY"  # a file of at least 32 bytes shared by exporter and importers
 KEY = re.compile(r"^[0-9a-f]{20}$")
 SKIP_DIRS = ("__pycache__",)
+NOT_CONTENT = (CONTENT, SIGNATURE)
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ def _files(arm_dir: Path) -> Iterable[tuple[str, Path]]:
         for name in sorted(filenames):
             path = Path(dirpath, name)
             rel = path.relative_to(arm_dir).as_posix()
-            if rel == CONTENT:
+            if rel in NOT_CONTENT:
                 continue
             if not stat.S_ISREG(path.lstat().st_mode):
                 raise PackError(f"{arm_dir}: {rel} is not a regular file")
@@ -93,8 +98,49 @@ def read_content(arm_dir: Path) -> dict[str, str]:
         raise PackError(str(exc)) from None
 
 
+def signing_key() -> bytes | None:
+    """The pack key named by $MLAGATE_PACK_KEY (None when unset); PackError when it cannot be
+    read or is shorter than 32 bytes."""
+    name = os.environ.get(KEY_ENV)
+    if not name:
+        return None
+    try:
+        key = documents.read_bytes(Path(name), max_bytes=4096)
+    except documents.DocumentError as exc:
+        raise PackError(f"{KEY_ENV}: {exc}") from None
+    if len(key.strip()) < 32:
+        raise PackError(f"{KEY_ENV}: {name}: a pack key is at least 32 bytes")
+    return key.strip()
+
+
+def signature(key: bytes, arm_key: str, content_json: bytes) -> str:
+    """What SIGNATURE holds: the arm key and its whole content manifest, signed."""
+    message = b"mlagate.pack/1\n" + arm_key.encode() + b"\n" + content_json
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def check_signature(arm_dir: Path, key: bytes) -> None:
+    """PackError unless the arm's SIGNATURE is the key's signature of its folder name (the arm
+    key) and its content manifest."""
+    sig, content_path = arm_dir / SIGNATURE, arm_dir / CONTENT
+    try:
+        got = documents.read_bytes(sig, max_bytes=200).decode("ascii", "replace").strip()
+        want = signature(key, arm_dir.name, documents.read_bytes(content_path))
+    except documents.DocumentError:
+        raise PackError(f"arm {arm_dir.name}: not signed (no readable {SIGNATURE})") from None
+    if not hmac.compare_digest(got, want):
+        raise PackError(
+            f"arm {arm_dir.name}: its signature is not {KEY_ENV}'s: changed after export, or "
+            "exported with another key"
+        )
+
+
 def verify(arm_dir: Path) -> None:
-    """Raise PackError naming the first file that differs from the arm's content manifest."""
+    """Raise PackError naming the first file that differs from the arm's content manifest, or
+    (an imported arm, with the pack key set) when the manifest is not the one signed."""
+    key = signing_key() if (arm_dir / SIGNATURE).exists() else None
+    if key is not None:
+        check_signature(arm_dir, key)
     want = read_content(arm_dir)
     have = content(arm_dir)
     for rel in sorted(set(want) | set(have)):
@@ -116,6 +162,12 @@ def verify(arm_dir: Path) -> None:
 def export(arm_dirs: Iterable[Path], out: Path) -> Path:
     """Pack installed arms (each checked against its manifest first) into one tar.gz."""
     dirs = list(arm_dirs)
+    key = signing_key()
+    if key is None:
+        raise PackError(
+            f"--export: no pack key: set {KEY_ENV} to a file of at least 32 random bytes that the "
+            "importing runners hold too (runners/README.md); an unsigned pack proves nothing"
+        )
     for d in dirs:
         if not (d / CONTENT).exists():
             write_content(d)  # an arm installed before content manifests existed
@@ -133,6 +185,10 @@ def export(arm_dirs: Iterable[Path], out: Path) -> Path:
                         added.add(sub)
                         tar.add(d / sub, arcname=f"arms/{d.name}/{sub}", recursive=False)
                 tar.add(path, arcname=f"arms/{d.name}/{rel}", recursive=False)
+            sig = signature(key, d.name, (d / CONTENT).read_bytes()).encode()
+            info = tarfile.TarInfo(f"arms/{d.name}/{SIGNATURE}")
+            info.size, info.mode, info.mtime = len(sig), 0o644, int(os.stat(d / CONTENT).st_mtime)
+            tar.addfile(info, io.BytesIO(sig))
     os.replace(tmp, out)
     return out
 
@@ -210,6 +266,12 @@ def import_pack(archive: Path, root: Path, limits: Limits | None = None) -> list
         raise PackError(f"{archive}: cannot read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise PackError(f"{archive}: not a regular file")
+    key = signing_key()
+    if key is None:
+        raise PackError(
+            f"{archive}: refused: no pack key to check its signatures with (set {KEY_ENV} to the "
+            "exporting machine's key file)"
+        )
     arms_dir = Path(root) / "arms"
     arms_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=arms_dir))
@@ -221,22 +283,26 @@ def import_pack(archive: Path, root: Path, limits: Limits | None = None) -> list
             raise PackError(f"{archive}: refused: {exc}") from None
         except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
             raise PackError(f"{archive}: not a readable pack ({type(exc).__name__})") from None
-        for key in sorted(keys):
+        for arm in sorted(keys):
             try:
-                _check_staged(staging / key, arms_dir / key)
+                _check_staged(staging / arm, arms_dir / arm, key)
             except PackError as exc:
                 raise PackError(f"{archive}: refused: {exc}") from None
-        for key in sorted(keys):
-            _install_staged(staging / key, arms_dir, key)
+        for arm in sorted(keys):
+            _install_staged(staging / arm, arms_dir, arm)
         return sorted(keys)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _check_staged(staged: Path, final: Path) -> None:
+def _check_staged(staged: Path, final: Path, key: bytes) -> None:
     if not (staged / "arm.json").is_file():
         raise PackError(f"arm {staged.name}: no arm.json")
-    verify(staged)
+    verify(staged)  # the files against the manifest: a member not in it names itself
+    check_signature(staged, key)  # the manifest against the exporter's signature
+    recorded = arm_record(staged)
+    if recorded.get("key") not in (None, staged.name):
+        raise PackError(f"arm {staged.name}: its arm.json names the key {recorded['key']!r}")
     if final.exists():
         try:
             same = read_content(final) == read_content(staged)
@@ -246,6 +312,14 @@ def _check_staged(staged: Path, final: Path) -> None:
             raise PackError(
                 f"arm {final.name} is installed with other content; the pack would change it"
             )
+
+
+def arm_record(arm_dir: Path) -> dict:
+    try:
+        data = documents.parse(documents.read_bytes(arm_dir / "arm.json"), "arm.json")
+    except documents.DocumentError as exc:
+        raise PackError(f"arm {arm_dir.name}: {exc}") from None
+    return data if isinstance(data, dict) else {}
 
 
 def _install_staged(staged: Path, arms_dir: Path, key: str) -> None:

@@ -274,7 +274,7 @@ class ArmScan:
 
     @property
     def path(self) -> Path:
-        return self.inst.dir.parent / ".scan" / f"{self.key}.json"
+        return self.inst.dir.parent.parent / "scans" / f"{self.key}.json"  # CACHE/scans
 
     def classes_of(self, import_path: str) -> set[str]:
         if import_path not in self.classes:

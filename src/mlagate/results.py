@@ -274,7 +274,7 @@ def table(summary: Summary) -> str:
             f"{outcomes.outcome(r):15} {r['verdict']:8} {r['suite']:12} {r['module']:34} "
             f"{r['arm']:26} {geo:20} "
         )
-        lines += wrapped(head, r["reason"] + signature(r))
+        lines += wrapped(head, r.get("reason", "") + signature(r))
     for cid in summary.missing:
         lines.append(
             f"{'missing':15} {'':8} {cid} (no result was written: the case crashed before it "

@@ -4,7 +4,9 @@ command works on, and the output paths checked before anything runs."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 from pathlib import Path
 
 from mlagate import backends
@@ -69,18 +71,54 @@ def selection(p: argparse.ArgumentParser) -> None:
 
 
 AUTO = 0  # `-n auto`: one worker per CPU, at most the runner's `workers`
+MAX_WORKERS = 1024
+_DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
+
+
+def _shown(text: str) -> str:
+    return repr(text[:40])
+
+
+def count(low: int, high: int, what: str = "a number"):
+    """An argparse type: ASCII digits only (no sign, space, '_' or other scripts' digits), an
+    integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        if not _DIGITS.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {_shown(text)}")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float):
+    """An argparse type: a finite decimal number in [low, high] (no nan, inf or 1e309)."""
+
+    def parse(text: str) -> float:
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", text, flags=re.ASCII):
+            raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}")
+        value = float(text)
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected {low:g} to {high:g}, got {_shown(text)}")
+        return value
+
+    return parse
 
 
 def workers(text: str) -> int:
     if text == "auto":
         return AUTO
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
+    return count(1, MAX_WORKERS, "a number or auto")(text)
+
+
+def cpu(text: str) -> str:
+    """`--cpu`: auto, none or a CPU number."""
+    if text in ("auto", "none"):
+        return text
+    return str(count(0, 65535, "auto, none or a CPU number")(text))
 
 
 def resolve_workers(n: int, runner) -> int:
@@ -126,6 +164,8 @@ def check_outputs(args) -> None:
         bounds.out_dir(args.out)
     if args.command == "report" and args.history is not None:
         bounds.out_dir(args.history, "--history")
+    if getattr(args, "cache", None) is not None:
+        bounds.out_dir(args.cache, "--cache")
     for flag, attr in (("--out", "out"), ("--manifest", "manifest"), ("--export", "export")):
         if args.command in ("costs", "plan", "arms") and getattr(args, attr, None) is not None:
             bounds.out_file(getattr(args, attr), flag)

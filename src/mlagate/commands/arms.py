@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from mlagate import arms as arms_mod
@@ -40,6 +41,18 @@ def add_parser(sub) -> None:
     )
 
 
+def _derived(arm, folder) -> None:
+    """What the arm key re-derives from the matrix (the source and the patches' bytes) must be
+    what the installed arm's arm.json records; PackError naming the first difference."""
+    record = packs.arm_record(folder)
+    source = {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref}
+    patches = [hashlib.sha256(p.read_bytes()).hexdigest() for p in arm.patches]
+    if record.get("source") != source:
+        raise packs.PackError(f"arm {folder.name}: arm.json records another source than {source}")
+    if [p.get("sha256") for p in record.get("patches") or [] if isinstance(p, dict)] != patches:
+        raise packs.PackError(f"arm {folder.name}: arm.json records other patches than the matrix")
+
+
 def verify(matrix, args) -> int:
     """One line per arm of the matrix: ok, not installed, or what changed."""
     Selection(arms=tuple(args.arm)).check(matrix)
@@ -54,6 +67,7 @@ def verify(matrix, args) -> int:
             continue
         try:
             packs.verify(folder)
+            _derived(arm, folder)
             print(f"{arm.id:28} ok  {folder}")
         except packs.PackError as exc:
             changed += 1

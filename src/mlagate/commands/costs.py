@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlagate import results
+from mlagate import results, safefiles
 from mlagate.gate import merge, shard
 from mlagate.gate.errors import UsageError
 
@@ -23,13 +23,33 @@ def add_parser(sub) -> None:
     )
 
 
+def _rows(folder: Path) -> list[dict]:
+    """The results of one folder; a case id in two of its files is refused."""
+    seen: dict[tuple[str, str], Path] = {}
+    rows = []
+    for path in sorted(merge.results_dir(folder).glob("*.json")):
+        row = results.read(path)
+        key = (row.get("runner", ""), row["case_id"])
+        if key in seen:
+            raise UsageError(
+                f"case {row['case_id'][:200]} is in two result files: {seen[key]} and {path}"
+            )
+        seen[key] = path
+        rows.append(row)
+    return rows
+
+
 def main(args) -> int:
-    rows = [r for d in args.dirs for r in results.load_dir(merge.results_dir(d))]
+    if not all(d.is_dir() for d in args.dirs):
+        raise UsageError(f"costs: {next(d for d in args.dirs if not d.is_dir())}: not a folder")
+    rows = [r for d in args.dirs for r in _rows(d)]
+    names = ", ".join(safefiles.shown(d) for d in args.dirs)
     if not rows:
-        raise UsageError(f"costs: no results in {', '.join(map(str, args.dirs))}")
-    table = json.dumps(shard.derive_costs(rows, ", ".join(map(str, args.dirs))), indent=1)
+        raise UsageError(f"costs: no results in {names}")
+    table = json.dumps(shard.derive_costs(rows, names), indent=1)
     if args.out:
-        args.out.write_text(table + "\n")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        safefiles.write_text(args.out, table + "\n")
         print(f"wrote {args.out} from {len(rows)} results")
     else:
         print(table)

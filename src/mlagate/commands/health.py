@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlagate import backends
+from mlagate.commands import args as cargs
 from mlagate.gate import health
 from mlagate.matrix import BACKENDS
 
@@ -25,7 +26,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--min-free-gb",
-        type=float,
+        type=cargs.number(0, 1e6),
         default=None,
         help="free memory required (default: 8, or 16 with --performance)",
     )

@@ -28,7 +28,10 @@ def add_parser(sub) -> None:
         help="github: KEY=VALUE lines for $GITHUB_OUTPUT (the gate's job matrices)",
     )
     p.add_argument(
-        "--shards", type=int, default=1, help="with --format github: correctness shards per runner"
+        "--shards",
+        type=cargs.count(1, 10**9),
+        default=1,
+        help="with --format github: correctness shards per runner",
     )
     p.add_argument(
         "--manifest",

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import outcomes, results
+from mlagate import headrun, outcomes, results
+from mlagate.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
 from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
 from mlagate.gate.errors import UsageError
-from mlagate.matrix import default_path
-from mlagate.plan import Selection
+from mlagate.matrix import MatrixError, default_path
+from mlagate.plan import PlanError, Selection
 
 
 def add_parser(sub) -> None:
@@ -40,6 +41,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--cpu",
+        type=cargs.cpu,
         default="auto",
         help="pin the workers of serial runs to one CPU: auto (Linux: the highest CPU allowed), "
         "none, or a number",
@@ -76,33 +78,46 @@ def add_parser(sub) -> None:
     runopts.options(p)
 
 
-def head(args) -> None:
-    """run --head: the derived matrix, the modules found in head, and the head arm."""
+def head(args) -> headbase.HeadBase:
+    """run --head: the derived matrix, the modules found in head, and the arms head and base."""
     if args.head is None:
         raise UsageError("--base goes with --head")
     if args.arm or args.module:
         raise UsageError("--head chooses the arm and the modules: --arm and --module do not apply")
-    hb = headbase.prepare(args.matrix or default_path(), args.head, args.base, args.out)
+    if args.resume is not None:
+        raise UsageError(f"--head: does not go with --resume (the run in {args.resume} fixes it)")
+    if args.shard:
+        raise UsageError(
+            "--head: does not go with --shard (a case runs on head and base in one run)"
+        )
+    args.out = args.out or headbase.default_out(args.head)
+    hb = headbase.prepare(
+        args.matrix or default_path(), args.head, args.base, args.out, args.strict
+    )
     modules = ", ".join(hb.modules)
     print(f"head {args.head} against base {hb.base_commit[:12]} ({hb.runtime}): {modules}")
-    args.matrix, args.module, args.arm = hb.matrix, list(hb.modules), [headbase.HEAD]
+    args.matrix, args.module = hb.matrix, list(hb.modules)
+    args.arm = [headbase.HEAD, headbase.BASE]
+    return hb
 
 
-def _print_replays(summary) -> None:
-    for row in summary.rows:
-        if outcomes.outcome(row) != "as expected":  # a control failing as it must needs no replay
-            print(f"replay {row['case_id']}: {row['replay']}")
-            rep = (row.get("metrics") or {}).get("reproducers")
-            if rep:
-                where = {
-                    k: v
-                    for k, v in rep[0].items()
-                    if k not in ("arm", "module", "replay", "rounds")
-                }
-                print(
-                    f"  first failing script ({len(rep)} in all): "
-                    + " ".join(f"{k}={v}" for k, v in where.items())
-                )
+def _planned(summary) -> list[str]:
+    return [r["case_id"] for r in summary.rows] + list(summary.missing)
+
+
+def _print_replays(rows) -> None:
+    """A replay command for each row given (not a control failing as it must: it needs none)."""
+    for row in rows:
+        print(f"replay {row['case_id']}: {row['replay']}")
+        rep = (row.get("metrics") or {}).get("reproducers")
+        if rep:
+            where = {
+                k: v for k, v in rep[0].items() if k not in ("arm", "module", "replay", "rounds")
+            }
+            print(
+                f"  first failing script ({len(rep)} in all): "
+                + " ".join(f"{k}={v}" for k, v in where.items())
+            )
 
 
 def _execute(args, matrix, selection, backend, runner, target, spec, costs):
@@ -125,19 +140,40 @@ def _execute(args, matrix, selection, backend, runner, target, spec, costs):
 
 
 def main(args) -> int:
-    if args.head is not None or args.base is not None:
-        head(args)
+    if args.head is None and args.base is None:
+        return _main(args)
+    hb = head(args)
+    try:
+        return _main(args)
+    except (MatrixError, UsageError, PlanError, ArmError) as exc:  # the user's matrix, named
+        raise headbase.HeadBaseError(headbase.user_message(str(exc), hb)) from None
+
+
+def _main(args) -> int:
     target = runopts.resume_target(args)
+    if args.head is None and target is None:
+        headrun.retire(args.out)  # a plain run in a head run's OUT is no head run
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    spec = shard.parse_spec(args.shard) if args.shard else None
+    selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
+    spec = shard.parse_spec(args.shard) if args.shard is not None else None
     costs = shard.load_costs(args.costs) if args.costs else None
     preflight.check()
     fitness = runopts.performance_health(args, matrix, selection, backend)
     with runopts.health_recorded(fitness):
         outcome = _execute(args, matrix, selection, backend, runner, target, spec, costs)
+    judged = headrun.of(args.out, outcome.summary.rows, _planned(outcome.summary))
+    if judged is not None and (args.head is not None or target is not None):
+        print(headrun.table(judged))
+        _print_replays(
+            r for r in judged.rows if r["outcome"] not in ("as expected", headrun.FIXED_BY_CHANGE)
+        )
+        record = args.out / "headbase" / headrun.RECORD
+        print(f"results: {args.out / 'results'} (head's and base's; what was compared: {record})")
+        runopts.print_logs(outcome)
+        return judged.exit_code
     print(results.table(outcome.summary))
-    _print_replays(outcome.summary)
+    _print_replays(r for r in outcome.summary.rows if outcomes.outcome(r) != "as expected")
     print(f"results: {args.out / 'results'}")
     runopts.print_logs(outcome)
     return outcome.exit_code

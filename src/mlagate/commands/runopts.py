@@ -38,7 +38,7 @@ def options(p: argparse.ArgumentParser) -> None:
         "--strict",
         action="store_true",
         help="refuse (exit 3) to time performance suites on a machine unfit by "
-        "mlagate health --performance",
+        "mlagate health --performance; with --head, a case still failing as on base is red too",
     )
     p.add_argument(
         "--allow-unfit",

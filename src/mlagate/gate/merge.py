@@ -4,12 +4,12 @@ missing."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import documents, results
+from mlagate import documents, results, safefiles
 from mlagate.gate.shard import MANIFEST
 
 
@@ -27,15 +27,18 @@ class MergeOutcome:
 
     @property
     def exit_code(self) -> int:
-        """As `mlagate run`: 1 a gate failed, 3 invalid or missing cases (or shards), 0 all
-        passed."""
+        """As `mlagate run`: 1 a gate failed, 3 invalid or missing cases (or shards), or no
+        results at all, 0 all passed."""
         code = self.summary.exit_code
-        if code == 0 and (self.missing_shards or self.unplanned):
+        if code == 0 and (self.missing_shards or self.unplanned or not self.summary.rows):
             return 3
         return code
 
     def text(self) -> str:
-        lines = [results.table(self.summary)]
+        if not self.summary.rows and not self.summary.missing:
+            lines = [f"gate: no results: {', '.join(self.sources)} hold no result files"]
+        else:
+            lines = [results.table(self.summary)]
         for s in self.missing_shards:
             lines.append(f"missing shard {s}")
         for cid in self.unplanned:
@@ -116,7 +119,9 @@ def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome
     summary = results.summarise(
         [r for r, _ in rows], [k for k in dict.fromkeys(expected) if k not in have]
     )
-    outcome = MergeOutcome(out, summary, [str(d) for d in dirs], missing_shards, unplanned)
+    outcome = MergeOutcome(
+        out, summary, [safefiles.shown(d) for d in dirs], missing_shards, unplanned
+    )
     _write_record(out, outcome)
     return outcome
 
@@ -138,10 +143,10 @@ def _collect(
             manifests.append(m)
         for path in sorted(results_dir(d).glob("*.json")):
             row = results.read(path)
-            key = (row["runner"], row["case_id"])
+            key = (row.get("runner", ""), row["case_id"])
             if key in seen:
                 raise MergeError(
-                    f"case {row['case_id']} on runner {row['runner']} is in two result files: "
+                    f"case {row['case_id']} on runner {key[0] or '?'} is in two result files: "
                     f"{seen[key]} and {path}"
                 )
             seen[key] = path
@@ -188,25 +193,40 @@ def _missing_shards(
 
 
 def _copy(rows: list[tuple[dict, Path]], dirs: list[Path], out: Path) -> None:
-    """The result files into OUT/results/ (a name taken twice gets its runner in front) and each
-    directory's logs into OUT/logs/<directory name>/."""
+    """The result files into OUT/results/ (a name taken twice gets a number in front) and each
+    directory's logs into OUT/logs/<directory name>/. Names are never taken from documents; a
+    link or special file in logs/ refuses the merge before anything is copied."""
+    logs, taken = [], set()
+    for d in dirs:
+        src = Path(d) / "logs"
+        if os.path.lexists(src):
+            name = base = safefiles.safe_name(Path(d).resolve().name)
+            while name in taken:  # two sources of one name: logs/run, logs/run-2
+                name = f"{base}-{len(taken) + 1}"
+            taken.add(name)
+            try:
+                logs.append((src, safefiles.tree_files(src), name))
+            except safefiles.UnsafePath as exc:
+                raise MergeError(str(exc)) from None
     target = out / "results"
     target.mkdir(parents=True, exist_ok=True)
     names: set[str] = set()
-    for row, path in rows:
-        name = path.name if path.name not in names else f"{row['runner']}--{path.name}"
-        names.add(name)
-        shutil.copyfile(path, target / name)
-    for d in dirs:
-        logs = Path(d) / "logs"
-        if logs.is_dir():
-            shutil.copytree(logs, out / "logs" / Path(d).name, dirs_exist_ok=True)
+    try:
+        for i, (_row, path) in enumerate(rows):
+            name = path.name if path.name not in names else f"{i}--{path.name}"
+            names.add(name)
+            safefiles.copy_file(path, target, name)
+        for src, files, name in logs:
+            safefiles.copy_tree(src, files, out / "logs" / name)
+    except (safefiles.UnsafePath, FileExistsError) as exc:
+        raise MergeError(str(exc)) from None
 
 
 def _write_record(out: Path, outcome: MergeOutcome) -> None:
     """OUT/merge.json: the sources, counts, missing cases and shards, and the exit code."""
     summary = outcome.summary
-    (out / "merge.json").write_text(
+    safefiles.write_text(
+        out / "merge.json",
         json.dumps(
             {
                 "schema": "mlagate.merge/1",
@@ -218,5 +238,5 @@ def _write_record(out: Path, outcome: MergeOutcome) -> None:
                 "exit_code": outcome.exit_code,
             },
             indent=1,
-        )
+        ),
     )

@@ -44,6 +44,10 @@ def manifest(out: Path) -> dict:
         raise ResumeError(str(exc)) from None
     if "backend" not in data:
         raise ResumeError(f"{path}: no 'backend'")
+    try:
+        shard.parse_spec(data["shard"])
+    except shard.ShardError as exc:
+        raise ResumeError(f"{path}: shard: {str(exc).split(': ', 1)[1]}") from None
     return data
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +30,10 @@ class ShardError(ValueError):
 
 
 def parse_spec(text: str) -> tuple[int, int]:
-    """'I/N' with 1 <= I <= N."""
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ShardError(f"--shard: expected I/N (for example 2/4), got {text!r}") from None
+    """'I/N' in ASCII digits (no sign, space or '_') with 1 <= I <= N."""
+    if not re.fullmatch(r"[0-9]{1,9}/[0-9]{1,9}", text, flags=re.ASCII):
+        raise ShardError(f"--shard: expected I/N (for example 2/4), got {text[:40]!r}")
+    i, n = (int(x) for x in text.split("/"))
     if n < 1 or not 1 <= i <= n:
         raise ShardError(f"--shard: expected I/N with 1 <= I <= N, got {text!r}")
     return i, n
@@ -89,7 +89,7 @@ def derive_costs(rows: list[dict], source: str = "") -> dict:
     """
     by: dict[str, dict[str, list[float]]] = {}
     for r in rows:
-        if r["verdict"] == "argued":
+        if r["verdict"] == "argued" or "duration_s" not in r:
             continue
         by.setdefault(r["suite"], {}).setdefault(r["module"], []).append(float(r["duration_s"]))
     suites = {}
@@ -99,7 +99,7 @@ def derive_costs(rows: list[dict], source: str = "") -> dict:
             "default": round(statistics.median(every), 3),
             "modules": {m: round(statistics.median(ds), 3) for m, ds in sorted(modules.items())},
         }
-    runners = sorted({f"{r['runner']}/{r['profile']}" for r in rows})
+    runners = sorted({f"{r.get('runner', '?')}/{r.get('profile', '?')}" for r in rows})
     return {"schema": COSTS_SCHEMA, "source": source, "runners": runners, "suites": suites}
 
 

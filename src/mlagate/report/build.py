@@ -5,11 +5,10 @@ are rendered from the merged document only."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-from mlagate import documents
+from mlagate import documents, headrun, safefiles
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue
@@ -47,7 +46,7 @@ def build(
     if not sources:
         raise ReportError("report: give one or more result folders, archives or merged.json files")
     mutation_doc = killmatrix.load(mutation) if mutation is not None else None
-    loaded = [(str(p), load_source(p)) for p in sources]
+    loaded = [(safefiles.shown(p), load_source(p)) for p in sources]
     gaps = merge_gaps(sources)
     sha, when = git_commit()
     earlier = Path(sources[0]) / "merged.json" if Path(sources[0]).is_dir() else Path(sources[0])
@@ -57,9 +56,10 @@ def build(
     commit = commit or os.environ.get("GITHUB_SHA") or sha or "unknown"
     if commit != sha:
         when = None
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,80}", commit):
+    if not history_mod.COMMIT_ID.fullmatch(commit):
         raise ReportError(
-            f"--commit: {commit!r} is not a commit id (letters, digits, . _ -; at most 80)"
+            f"--commit: {commit[:90]!r} is not a commit id (letters, digits, . _ -, not first "
+            "a '.'; at most 80)"
         )
     merged = merge(loaded, commit, when)
     merged["suites"] = Catalogue.of_sources(sources).to_json(
@@ -67,8 +67,14 @@ def build(
     )
     if any(gaps.values()):
         merged["gaps"] = gaps
+    try:
+        head_run = headrun.for_report(sources, merged["results"])
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+    if head_run is not None:  # outcomes relative to base (mlagate.headrun)
+        merged["head_run"], merged["outcomes"] = head_run, head_run["outcomes"]
     machines = [
-        dict(m, source=str(p))
+        dict(m, source=safefiles.shown(p))
         for p in sources
         if Path(p).is_dir() and (Path(p) / machine.FILE).is_file()
         for m in [_machine(Path(p) / machine.FILE)]
@@ -80,7 +86,7 @@ def build(
         merged["mutation"] = mutation_doc
     link = None
     if history is not None:
-        link = os.path.relpath(Path(history) / "index.html", Path(out))
+        link = history_mod.link(Path(history), Path(out))
     plot_list = write_commit(merged, Path(out), link)
     if history is not None:
         history_mod.add(Path(history), merged, rerender=rerender)

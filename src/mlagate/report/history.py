@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, outcomes, stats
+from mlagate import documents, outcomes, safefiles, stats
 from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
 from mlagate.report.catalogue import Catalogue
 
 FIGURES_SCHEMA = "mlagate.figures/1"
+FIGURE_MAX = 1e15  # as schemas/figures.json: no key figure is larger; a step of two stays finite
 # a commit id that may become a relative link: no scheme (':'), no path ('/'), no leading '.'
 COMMIT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 
@@ -71,17 +73,42 @@ def add(history: Path, merged: dict, rerender: bool = False) -> Path:
     """Add (or replace) a commit in the history, optionally re-render every commit page, rebuild the
     index."""
     history.mkdir(parents=True, exist_ok=True)
-    report.write_commit(merged, history / merged["commit"], "../index.html")
+    commit = merged["commit"]
+    if not COMMIT_ID.fullmatch(commit):  # a name from a document becomes a folder: never a path
+        raise merged_doc.ReportError(f"commit: {commit[:90]!r} is not a commit id")
+    try:
+        safefiles.no_links(history / commit, history)
+    except safefiles.UnsafePath as exc:
+        raise merged_doc.ReportError(str(exc)) from None
+    report.write_commit(merged, history / commit, "../index.html")
     if rerender:
         for folder in sorted(
             p
             for p in history.iterdir()
-            if p.is_dir() and p.name != merged["commit"] and (p / "merged.json").exists()
+            if p.is_dir()
+            and not p.is_symlink()
+            and p.name != commit
+            and COMMIT_ID.fullmatch(p.name)
         ):
-            report.write_commit(
-                merged_doc.load_merged(folder / "merged.json"), folder, "../index.html"
-            )
+            try:
+                safefiles.no_links(folder, history)
+                again = merged_doc.load_merged(folder / "merged.json")
+            except (merged_doc.ReportError, safefiles.UnsafePath) as exc:
+                print(
+                    f"mlagate: warning: history folder {safefiles.shown(folder)} not re-rendered: "
+                    f"{_one_line(exc)}",
+                    file=sys.stderr,
+                )
+                continue
+            report.write_commit(again, folder, "../index.html")
     return render_index(history)
+
+
+def link(history: Path, out: Path) -> str:
+    """The commit page's relative link to the history index; a first segment that holds ':'
+    (a folder named `javascript:x`) is prefixed with './' so it can never read as a scheme."""
+    rel = Path(os.path.relpath(Path(history) / "index.html", Path(out))).as_posix()
+    return f"./{rel}" if ":" in rel.split("/")[0] else rel
 
 
 def load_commits(history: Path) -> list[dict]:
@@ -105,7 +132,8 @@ def load_commits(history: Path) -> list[dict]:
             RecursionError,
         ) as exc:
             print(
-                f"mlagate: warning: history folder {p} skipped: {_one_line(exc)}", file=sys.stderr
+                f"mlagate: warning: history folder {safefiles.shown(p)} skipped: {_one_line(exc)}",
+                file=sys.stderr,
             )
     commits.sort(key=lambda c: (c.get("commit_time") or "", c["commit"]))
     return commits
@@ -132,8 +160,8 @@ def _checked(fig: dict, folder: Path) -> dict:
     for k, v in figures.items():
         if not isinstance(k, str) or k.count("|") != 4:
             raise ValueError("figures: a key is not module|figure|arm|geometry|backend")
-        if type(v) not in (int, float) or not math.isfinite(v):
-            raise ValueError(f"figures.{k}: expected a finite number")
+        if type(v) not in (int, float) or not math.isfinite(v) or abs(v) > FIGURE_MAX:
+            raise ValueError(f"figures.{k}: expected a finite number within +-{FIGURE_MAX:g}")
     return fig
 
 

@@ -4,6 +4,8 @@ Mapping: one <testcase> per case, classname "<suite>.<module>", name "<arm>/<geo
 checkpoint>/<dtype>/<backend>"; pass: no child; fail: <failure>; invalid: <error> (the case
 measured something other than its claim or could not measure: neither a pass nor a
 failure of the code under test); argued: <skipped message="argued-not-measured: ...">.
+A head run's report (mlagate.headrun) holds head's cases only, each judged relative to base:
+a failure when that outcome is red, base's verdict in the details.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from mlagate import outcomes, results
+from mlagate import headrun, outcomes, results
 
 # characters XML 1.0 cannot hold, even escaped
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -29,9 +31,13 @@ def testcase_name(r: dict) -> tuple[str, str]:
     )
 
 
-def render(rows: list[dict], missing: list[str] = ()) -> str:
+def render(rows: list[dict], missing: list[str] = (), head_run: dict | None = None) -> str:
     """JUnit XML: fail -> failure, invalid -> error, argued -> skipped; a planned case with no
-    result (from `mlagate merge`) -> an error in the testsuite "missing"."""
+    result (from `mlagate merge`) -> an error in the testsuite "missing". head_run: the merged
+    document's, when it is a head run's."""
+    if head_run:
+        rows = [r for r in rows if r["case_id"] in head_run["cases"]]
+        missing = [*missing, *head_run.get("missing", [])]
     root = ET.Element("testsuites", name="mlagate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     by_suite: dict[str, list[dict]] = {}
@@ -39,7 +45,9 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
         by_suite.setdefault(r["suite"], []).append(r)
     time_total = 0.0
     for suite in sorted(by_suite):
-        counts, t = _testsuite(root, suite, sorted(by_suite[suite], key=lambda r: r["case_id"]))
+        counts, t = _testsuite(
+            root, suite, sorted(by_suite[suite], key=lambda r: r["case_id"]), head_run
+        )
         time_total += t
         for k in totals:
             totals[k] += counts[k]
@@ -54,11 +62,13 @@ def render(rows: list[dict], missing: list[str] = ()) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _testsuite(root: ET.Element, suite: str, rs: list[dict]) -> tuple[dict[str, int], float]:
+def _testsuite(
+    root: ET.Element, suite: str, rs: list[dict], head_run: dict | None = None
+) -> tuple[dict[str, int], float]:
     """One <testsuite> of a suite's results (sorted by case id); its counts and its time."""
     counts = {
         "tests": len(rs),
-        "failures": sum(outcomes.red(r) for r in rs),
+        "failures": sum(_red(r, head_run) for r in rs),
         "errors": sum(r["verdict"] == "invalid" for r in rs),
         "skipped": sum(r["verdict"] == "argued" for r in rs),
     }
@@ -71,11 +81,11 @@ def _testsuite(root: ET.Element, suite: str, rs: list[dict]) -> tuple[dict[str, 
         **{k: str(v) for k, v in counts.items()},
     )
     for r in rs:
-        _testcase(ts, r)
+        _testcase(ts, r, head_run)
     return counts, t
 
 
-def _testcase(ts: ET.Element, r: dict) -> None:
+def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
     """One <testcase> of a result: a failure when its outcome is red, the expectation as output
     for an expected fail, an error when invalid, skipped when argued; a flaky case's failed
     attempts as <flakyFailure> (Maven Surefire's element); its stderr's tail."""
@@ -88,7 +98,12 @@ def _testcase(ts: ET.Element, r: dict) -> None:
         time=f"{float(r.get('duration_s') or 0):.3f}",
     )
     reason = _clean(r.get("reason", ""))
-    outcome = outcomes.outcome(r)
+    outcome = headrun.outcome_in(head_run, r)
+    case = (head_run or {}).get("cases", {}).get(r["case_id"])
+    on_base = ""
+    if case:
+        on_base = "base: new case (no base counterpart)\n" if case["new_case"] else ""
+        on_base = on_base or f"base: {case['base'] or 'missing'} at {head_run['base']['commit']}\n"
     failure = r.get("failure") or {}
     tries = results.history(r)
     detail = _clean(
@@ -101,7 +116,7 @@ def _testcase(ts: ET.Element, r: dict) -> None:
             if len(tries) > 1
             else ""
         )
-        + f"replay: {r.get('replay', '')}"
+        + f"{on_base}replay: {r.get('replay', '')}"
     )
     if outcome == "flaky":
         for a in tries[:-1]:
@@ -112,14 +127,14 @@ def _testcase(ts: ET.Element, r: dict) -> None:
                     message=_clean(f"attempt {a.get('run_id')}: {a.get('reason', '')}"),
                     type=a["verdict"],
                 )
-    if outcomes.red(r):
+    if _red(r, head_run):
         ET.SubElement(
             tc,
             "failure",
             message=_clean(f"{outcome}: {r.get('reason', '')}"),
             type=outcome.replace(" ", "-"),
         ).text = detail
-    elif r["verdict"] == "fail" or outcome == "flaky":
+    elif r["verdict"] == "fail" or outcome in ("flaky", outcomes.FIXED_BY_CHANGE):
         ET.SubElement(tc, "system-out").text = _clean(
             f"{outcome}"
             + (" (its suite may retry)" if outcome == "flaky" else "")
@@ -131,6 +146,13 @@ def _testcase(ts: ET.Element, r: dict) -> None:
         ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
     if r.get("stderr"):
         ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
+
+
+def _red(r: dict, head_run: dict | None) -> bool:
+    """A red outcome: relative to base for a head case of a head run, else the row's own."""
+    if head_run and r["case_id"] in head_run["cases"]:
+        return outcomes.is_red(headrun.outcome_in(head_run, r), bool(head_run.get("strict")))
+    return outcomes.red(r)
 
 
 def _missing_testsuite(root: ET.Element, missing: list[str]) -> None:

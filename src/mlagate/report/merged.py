@@ -12,7 +12,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from mlagate import documents, outcomes, results
+from mlagate import documents, outcomes, results, safefiles
 
 MERGED_SCHEMA = "mlagate.merged/1"
 
@@ -68,14 +68,14 @@ def load_source(path: Path) -> list[dict]:
         rows = []
         for f in files:
             try:
-                rows.append(_check(_json(f.read_bytes(), str(f)), str(f)))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ReportError(f"{f}: not a readable result ({exc})") from None
-        return rows
+                rows.append(_check(_json(documents.read_bytes(f), str(f)), str(f)))
+            except documents.DocumentError as exc:
+                raise ReportError(str(exc)) from None
+        return _one_file_a_case(rows, files)
     if path.name.endswith((".tgz", ".tar.gz")):
         rows = []
         try:
-            with tarfile.open(path, "r:gz") as tar:
+            with tarfile.open(fileobj=_regular(path), mode="r:gz") as tar:
                 for m in sorted(tar.getmembers(), key=lambda m: m.name):
                     parts = m.name.split("/")
                     if (
@@ -104,6 +104,28 @@ def load_source(path: Path) -> list[dict]:
     if isinstance(data, dict) and data.get("schema") == MERGED_SCHEMA:
         return [_check(r, f"{path}: result {i}") for i, r in enumerate(data.get("results", []))]
     return [_check(data, str(path))]
+
+
+def _regular(path: Path):
+    """An open regular file (a FIFO or a device is refused before it is read)."""
+    try:
+        fd = documents.open_regular(path)
+    except documents.DocumentError as exc:
+        raise ReportError(str(exc)) from None
+    return os.fdopen(fd, "rb")
+
+
+def _one_file_a_case(rows: list[dict], files: list[Path]) -> list[dict]:
+    """The rows of one folder; ReportError when a case id is in two of its files."""
+    seen: dict[tuple[str, str], Path] = {}
+    for row, f in zip(rows, files, strict=True):
+        key = (row.get("runner") or "", row["case_id"])
+        if key in seen:
+            raise ReportError(
+                f"case {row['case_id'][:200]} is in two result files: {seen[key]} and {f}"
+            )
+        seen[key] = f
+    return rows
 
 
 def load_merged(path: Path) -> dict:
@@ -205,9 +227,8 @@ def git_commit(cwd: Path | None = None) -> tuple[str | None, str | None]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """A new file of an unpredictable name renamed over path (a link there is never followed)."""
+    safefiles.write_text(path, text)
 
 
 def merge_gaps(sources: list[Path]) -> dict[str, list[str]]:

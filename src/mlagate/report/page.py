@@ -260,8 +260,11 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
         rows=rows,
         sources=", ".join(f"{s['name']} ({s['results']})" for s in merged.get("sources", [])),
         history_link=history_link,
-        red=outcomes.exit_code(oc) != 0,
-        gate=[(o, oc.get(o, 0)) for o in outcomes.OUTCOMES],
+        red=(merged["head_run"]["exit_code"] if merged.get("head_run") else outcomes.exit_code(oc))
+        != 0,
+        gate=[
+            (o, oc.get(o, 0)) for o in outcomes.OUTCOMES if o not in outcomes.RELATIVE or oc.get(o)
+        ],
         controls=outcomes.controls_line(rows),
         notes=[n for n in (results.upgraded_line(rows), results.unfit_line(rows)) if n],
         counts=merged["counts"],
@@ -295,7 +298,9 @@ def write_commit(merged: dict, out: Path, history_link: str | None = None) -> li
         (out / "plots" / f"{p.slug}.svg").write_text(p.svg, encoding="utf-8")
     write_atomic(out / "merged.json", json.dumps(merged, indent=1))
     missing = (merged.get("gaps") or {}).get("missing", [])
-    write_atomic(out / "junit.xml", junit.render(merged["results"], missing))
+    write_atomic(
+        out / "junit.xml", junit.render(merged["results"], missing, merged.get("head_run"))
+    )
     write_atomic(out / "summary.md", summary.render(merged))
     write_atomic(out / "index.html", page(merged, plot_list, history_link))
     return plot_list

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from mlagate import outcomes, results
+from mlagate import headrun, outcomes, results
 
 
 def _md(s, limit: int = 300) -> str:
@@ -25,6 +25,8 @@ def _code(s) -> str:
 
 
 def render(merged: dict, max_problems: int = 50) -> str:
+    if merged.get("head_run"):
+        return render_head(merged, max_problems)
     rows = merged["results"]
     c = merged["counts"]
     oc = merged.get("outcomes") or outcomes.counts(rows)
@@ -34,7 +36,11 @@ def render(merged: dict, max_problems: int = 50) -> str:
         f"## mlagate: commit `{_md(merged['commit'])}`",
         "",
         f"**gate {'red' if red else 'green'}: "
-        + ", ".join(f"{oc.get(o, 0)} {o}" for o in outcomes.OUTCOMES)
+        + ", ".join(
+            f"{oc.get(o, 0)} {o}"
+            for o in outcomes.OUTCOMES
+            if o not in outcomes.RELATIVE or oc.get(o)
+        )
         + "**",
         "",
         *([_md(controls), ""] if controls else []),
@@ -85,4 +91,48 @@ def render(merged: dict, max_problems: int = 50) -> str:
             )
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
+    return "\n".join(out) + "\n"
+
+
+def render_head(merged: dict, max_problems: int = 50) -> str:
+    """A head run's summary: what the change did (fixed first, then what keeps the gate red, then
+    what still fails as on base), each case with head's and base's verdicts."""
+    hr = merged["head_run"]
+    oc = hr["outcomes"]
+    shown = ", ".join(f"{oc[o]} {o}" for o in outcomes.OUTCOMES if oc.get(o))
+    out = [
+        f"## mlagate: head `{_md(hr['head']['commit'][:12])}` against base "
+        f"`{_md(hr['base']['commit'][:12])}` ({_md(hr['base']['label'])})",
+        "",
+        f"**gate {'red' if hr['exit_code'] else 'green'}: {_md(hr['line'])}**",
+        "",
+        f"Outcomes of head's {len(hr['cases'])} cases: {_md(shown)}"
+        + (" (--strict: a case still failing as on base is red)" if hr["strict"] else ""),
+    ]
+    rows = [r for r in merged["results"] if r["case_id"] in hr["cases"]]
+    told = [r for r in rows if hr["cases"][r["case_id"]]["outcome"] != "as expected"]
+    order = headrun.ORDER
+    told.sort(key=lambda r: (order.index(hr["cases"][r["case_id"]]["outcome"]), r["case_id"]))
+    if told:
+        out += [
+            "",
+            "### What this change did",
+            "",
+            "| outcome | head | base | suite | module | geometry · dtype · backend | reason "
+            "| replay |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for r in told[:max_problems]:
+        case = hr["cases"][r["case_id"]]
+        base = "new case" if case["new_case"] else (case["base"] or "missing")
+        where = f"{results.geometry_label(r)} · {r.get('dtype', '')} · {r.get('backend', '')}"
+        replay = "" if case["outcome"] == outcomes.FIXED_BY_CHANGE else _code(r.get("replay"))
+        out.append(
+            f"| {case['outcome']} | {r['verdict']} | {base} | {_md(r['suite'])} | "
+            f"{_md(r['module'])} | {_md(where)} | {_md(r.get('reason'))} | {replay} |"
+        )
+    if len(told) > max_problems:
+        out.append(f"\n{len(told) - max_problems} more in junit.xml and the HTML report.")
+    for cid in hr.get("missing", []):
+        out.append(f"\nmissing: {_md(cid)} (no result was written)")
     return "\n".join(out) + "\n"

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from mlagate.worker import probes
+from mlagate.worker.stepping import runtime_root
 
 
 class BuildOps:
@@ -101,7 +102,8 @@ class BuildOps:
         checkpoint is, then updated with its parameters."""
         import mlx.nn as nn  # noqa: PLC0415
 
-        real, config = self._runtime("utils").load_model(Path(path), lazy=True)
+        root = runtime_root(type(model).__module__, self.package)  # the module's own runtime
+        real, config = self._runtime("utils", root).load_model(Path(path), lazy=True)
         quant = config.get("quantization")
         if quant:
             held = {name for name, m in real.named_modules() if hasattr(m, "scales")}

@@ -22,6 +22,7 @@ import importlib
 
 from mlagate.worker import tracing
 from mlagate.worker.runcompare import PRIVATE_POOL, compare_runs
+from mlagate.worker.stepping import root_of
 
 
 class RollbackRefused(RuntimeError):
@@ -57,7 +58,8 @@ class Selections:
 
 
 def rollback_api(package: str, route: str | None = None) -> tuple[str, object]:
-    """The runtime's own way to drop rejected tokens: (name, module providing it). With route
+    """The runtime's own way to drop rejected tokens: (name, module providing it), from package,
+    the module's own runtime package (mlagate.worker.stepping.runtime_root). With route
     "trim", its cache-level way (trim_prompt_cache, else each cache's trim) even where it has a
     speculative cache transaction: the rollback its drafters and prompt-cache reuse call."""
     try:
@@ -169,8 +171,9 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
     own rollback is that already, and stopped (not failed) where a cache refuses the trim."""
     mx = worker.mx
     route = script.get("rollback")
-    name, api = rollback_api(worker.package, route)
-    if route == "trim" and rollback_api(worker.package)[0] == name:
+    root = root_of(worker, entry)
+    name, api = rollback_api(root, route)
+    if route == "trim" and rollback_api(root)[0] == name:
         run = ScriptRun()
         run.rollback, run.not_run = name, f"the runtime's own rollback is {name} already"
         return run

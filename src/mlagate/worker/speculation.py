@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mlagate.worker import device, probes
 from mlagate.worker.importers import REAL_INITS, AbsentImporter, run_init
+from mlagate.worker.stepping import root_of, runtime_root
 
 
 def _flag_rounds(flags: list[bool], n_tokens: int, num_draft: int) -> dict:
@@ -59,15 +60,17 @@ class SpeculationOps:
     _absent: AbsentImporter | None = None
     _spec: dict | None = None
 
-    def _runtime(self, name: str):
-        """A runtime module (`generate`, `utils`, `models.cache`), with placeholders for
-        tokenizer and hub packages that are not installed."""
+    def _runtime(self, name: str, root: str | None = None):
+        """A runtime module (`generate`, `utils`, `models.cache`) of the runtime package root
+        (default: the worker's package), with placeholders for tokenizer and hub packages that
+        are not installed."""
+        root = root or self.package
         if self._absent is None:
             self._absent = AbsentImporter()
             sys.meta_path.append(self._absent)
         for package in REAL_INITS.get(name, ()):
-            run_init(importlib.import_module(f"{self.package}.{package}"))
-        module = importlib.import_module(f"{self.package}.{name}")
+            run_init(importlib.import_module(f"{root}.{package}"))
+        module = importlib.import_module(f"{root}.{name}")
         self._in_arm(module)
         return module
 
@@ -89,7 +92,7 @@ class SpeculationOps:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if (final / "config.json").is_file():
                 return {"path": str(final), "written": False}
-            utils = self._runtime("utils")
+            utils = self._runtime("utils", runtime_root(req["import"], self.package))
             module = importlib.import_module(req["import"])
             self._in_arm(module, req["import"])
             config = dict(req["config"])
@@ -137,7 +140,8 @@ class SpeculationOps:
         """
         mx = self.mx
         key = req["key"]
-        utils = self._runtime("utils")
+        root = runtime_root(req["import"], self.package) if req.get("import") else None
+        utils = self._runtime("utils", root)
         share = req.get("share")
         model, config = utils.load_model(Path(req["path"]), lazy=share is not None)
         if share is not None:
@@ -175,12 +179,12 @@ class SpeculationOps:
         own make_prompt_cache) prefilled with its first P - 1 tokens in chunks. Replaces any
         earlier prompt."""
         mx = self.mx
-        cache_mod = self._runtime("models.cache")
+        target = self.models[req["target"]]
+        cache_mod = self._runtime("models.cache", root_of(self, target))
         self._spec = None
 
         device.clear_cache(mx)
         P, chunk = req["P"], req.get("chunk", 512)
-        target = self.models[req["target"]]
         mx.random.seed(req["seed"])
         tokens = mx.random.randint(0, target["vocab"], (P + 64,)).astype(mx.uint32)
         caches = {}
@@ -220,13 +224,13 @@ class SpeculationOps:
         """
         mx = self.mx
 
-        gen = self._runtime("generate")
         spec = self._spec
         if spec is None:
             raise RuntimeError("spec_run before spec_prime")
         N, k = req["N"], req.get("num_draft", 0)
         tkey, tcache = spec["caches"]["target"]
         target = self.models[tkey]
+        gen = self._runtime("generate", root_of(self, target))
         prompt = spec["tokens"][spec["P"] - 1 : spec["P"]]
         draft = None
         if req["mode"] == "spec":

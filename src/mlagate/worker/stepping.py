@@ -5,6 +5,9 @@ classes, then one step of L tokens (op `step`), or a primed cache kept for timed
 `StepOps` is mixed into the worker (mlagate.worker.server.Worker). It uses the worker's `mx`,
 `models`, `package` and `_kept` (the last output kept for op `compare`). Imports only the
 stdlib at module level.
+
+A module's cache, rollback and helper modules come from its own runtime package
+(runtime_root): `pkg._vendor.mlx_lm.models.cache` for `pkg._vendor.mlx_lm.models.deepseek_v3`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,21 @@ import sys
 import time
 
 from mlagate.worker import device
+
+
+def runtime_root(module_name: str, package: str) -> str:
+    """The runtime package a module belongs to: its dotted name up to the segment before the last
+    `models` segment (`mlx_vlm.models.deepseek_v3.language` -> `mlx_vlm`,
+    `pkg._vendor.mlx_lm.models.deepseek_v3` -> `pkg._vendor.mlx_lm`); without one, package."""
+    parts = module_name.split(".")
+    at = max((i for i, p in enumerate(parts) if p == "models" and i > 0), default=None)
+    return ".".join(parts[:at]) if at is not None else package
+
+
+def root_of(worker, entry: dict) -> str:
+    """The runtime package of a built or loaded model's module."""
+    return runtime_root(entry["module"].__name__, worker.package)
+
 
 # tokens drawn per step: steps of up to this width on one cache share their first tokens
 STEP_HORIZON = 64
@@ -130,7 +148,7 @@ class StepOps:
         model = entry["model"]
         if hasattr(model, "make_cache"):
             return model.make_cache()
-        cache_mod = importlib.import_module(f"{self.package}.models.cache")
+        cache_mod = importlib.import_module(f"{root_of(self, entry)}.models.cache")
         return [cache_mod.KVCache() for _ in model.layers]
 
     def _forward(self, model, tokens, cache):
