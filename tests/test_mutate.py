@@ -32,7 +32,14 @@ def _generate(site):
 def test_operators_find_the_dispatch_by_ast(tmp_path):
     mutants = _generate(_patched_site(tmp_path))
     ops = {m.operator for m in mutants}
-    assert ops == {"boundary", "off_by_one", "revert_fold", "revert_unfold", "wrong_axis"}
+    assert ops == {
+        "boundary",
+        "off_by_one",
+        "revert_fold",
+        "revert_unfold",
+        "wrong_axis",
+        "mask_none",  # self.attend(q, k, v, mask): the mask operators (tests/test_causal_suite.py)
+    }
     ids = {m.id for m in mutants}
     assert "revert_fold: absorbed -> L == 1 @ fakemla/models/good.py::GoodAttention.__call__" in ids
     assert (
@@ -55,7 +62,7 @@ def test_unpatched_module_has_no_decision_to_revert(tmp_path):
     assert not any(
         m.operator.startswith("revert_") for m in mutants
     )  # its guards already read L == 1
-    assert {m.operator for m in mutants} == {"boundary", "wrong_axis"}
+    assert {m.operator for m in mutants} == {"boundary", "wrong_axis", "mask_none"}
 
 
 def test_ids_do_not_depend_on_line_numbers(tmp_path):

@@ -191,9 +191,11 @@ class CaseRun(Shapes, Timing):
         pairs: list[tuple[str, str]],
         margin_ulps: float = 0.0,
         arm: str | None = None,
+        causal_below: int | None = None,
     ) -> dict:
         """Run token scripts on a built model (mlagate.worker.rollback) and compare (tested,
-        reference) pairs in the worker.
+        reference) pairs in the worker. causal_below: also report each script's first selection
+        of a position below it that misses a key up to that position.
         A reference script runs the same runtime: one that raised fails the case."""
         arm = arm or self.case.arm
         for sc in scripts.values():
@@ -207,6 +209,7 @@ class CaseRun(Shapes, Timing):
             pairs=[list(p) for p in pairs],
             dtype=self.case.dtype,
             margin_ulps=margin_ulps,
+            **({"causal_below": causal_below} if causal_below else {}),
         )
         broken = reference_error(reply)
         if broken:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mlagate.mutate import poolsites, sites
 from mlagate.mutate.edits import Mutant, _after_segment, _Builder, _Edit, _segment  # noqa: F401
+from mlagate.mutate.maskoperators import MASK_OPERATORS, mask_mutants
 from mlagate.mutate.pooloperators import _pool_mutants
 
 OPERATORS = {
@@ -28,6 +29,7 @@ OPERATORS = {
     "given query 0's selection)",
     "pool_guard_drop": "a sparse indexer's pool-length guard dropped (top-k past the pool)",
     "pool_no_trim": "a sparse indexer's pool not rolled back when a rejection trims the cache",
+    **MASK_OPERATORS,
 }
 POOL_OPERATORS = ("pool_guard_drop", "pool_no_trim")
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
@@ -89,6 +91,7 @@ def generate_many(
     b = _Builder(arm, Path(site))
     helper_done: set[tuple[str, str]] = set()
     pool_done: set[tuple[str, str, str]] = set()
+    mask_done: set[str] = set()
     for module, import_path, cls_name in modules:
         path = _module_file(Path(site), import_path)
         if path is None:
@@ -105,6 +108,8 @@ def generate_many(
                     _helper_mutants(b, wanted, module, h)
         if wanted & set(POOL_OPERATORS):
             _pool_mutants(b, wanted, module, poolsites.find(tree, path, cls_name), pool_done)
+        if wanted & set(MASK_OPERATORS):
+            mask_mutants(b, wanted, module, Path(site), path, mask_done)
     return b.mutants
 
 

@@ -177,7 +177,10 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
         run = ScriptRun()
         run.rollback, run.not_run = name, f"the runtime's own rollback is {name} already"
         return run
-    prompt = script["prompt"]
+    prompt, force = script["prompt"], script.get("force")
+    counters = entry.get("counters")
+    if force is not None and entry.get("forcing") is None:
+        raise RuntimeError("forcing asked of a model built without forced guards")
     _, cache = worker._prefilled(entry, prompt["T"], prompt["seed"], 0, prompt.get("chunk", 512))
     run = ScriptRun()
     run.length = prompt["T"]
@@ -194,8 +197,7 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
         )
         selections.calls.clear()
         try:
-            out = worker._forward(entry["model"], tokens, cache)
-            mx.eval(out)
+            out = _forward(worker, entry, tokens, cache, force)
         except Exception as exc:  # noqa: BLE001  (the runtime raising inside a script is evidence, compared with the reference run)
             run.error = {
                 "step": i,
@@ -223,6 +225,8 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
                 run.topk[(order, first + j)] = [t for t in row if t >= 0]
         run.length += S
         record = {"step": i, "S": S, "indexer_calls": len(selections.calls)}
+        if counters is not None:
+            record["path"] = counters.summary()["path"]
         if keep is not None:
             try:
                 record.update(_reject(mx, name, api, cache, txn, S, keep))
@@ -238,6 +242,22 @@ def run_script(worker, entry: dict, script: dict, selections: Selections) -> Scr
             run.marks[step["mark"]] = snapshot(mx, cache)
     run.rollback = name
     return run
+
+
+def _forward(worker, entry: dict, tokens, cache, force):
+    """One step on the path asked (None: natural), the counters cleared before it."""
+    forcing = entry.get("forcing")
+    if entry.get("counters") is not None:
+        entry["counters"].clear()
+    if forcing is not None:
+        forcing.mode = force
+    try:
+        out = worker._forward(entry["model"], tokens, cache)
+        worker.mx.eval(out)
+        return out
+    finally:
+        if forcing is not None:
+            forcing.mode = None
 
 
 def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
@@ -281,12 +301,24 @@ def run_pairs(worker, req: dict) -> dict:
         sel = entry["selections"] = Selections()
         sel.attach(entry["model"], req["attention"])
     runs = {name: run_script(worker, entry, script, sel) for name, script in req["scripts"].items()}
+    if req.get("causal_below"):  # a selection of every key up to its query means dense
+        for r in runs.values():
+            r.topk = {
+                k: "dense" if row != "dense" and set(range(k[1] + 1)) <= set(row) else row
+                for k, row in r.topk.items()
+            }
     reply = {
         "indexers": sel.indexers,
         "rollback": next(iter(runs.values())).rollback if runs else None,
         "layers": len(getattr(entry["model"], "layers", [])),
     }
     reply["logs"] = {name: r.log for name, r in runs.items()}
+    if req.get("causal_below"):
+        reply["short_masks"] = {
+            name: found
+            for name, r in runs.items()
+            if (found := short_mask(r, req["causal_below"])) is not None
+        }
     dtype, margin = req.get("dtype", "float32"), req.get("margin_ulps", 0.0)
     reply["pairs"] = {
         f"{t}|{r}": (
@@ -297,3 +329,15 @@ def run_pairs(worker, req: dict) -> dict:
         for t, r in req["pairs"]
     }
     return reply
+
+
+def short_mask(run: ScriptRun, below: int) -> dict | None:
+    """The first selection of a position p < `below` (a query that sees no more keys than the
+    indexer's top-k) that misses a key 0..p: there the sparse mask must equal the causal one."""
+    for (order, p), row in sorted(run.topk.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if p >= below or row == "dense":
+            continue
+        missing = sorted(set(range(p + 1)) - set(row))
+        if missing:
+            return {"position": p, "indexer": order, "missing": missing[:8]}
+    return None
