@@ -98,6 +98,7 @@ for i in range(400):
         except (OSError, ValueError):
             continue
         r["run_id"], r["verdict"] = "old", "fail"
+        r["failure"] = {"kind": "unclassified", "kinds": ["unclassified"], "details": {}}
         tmp = d / (".zz-" + f.name + ".tmp")
         tmp.write_text(json.dumps(r))
         os.replace(tmp, d / ("zz-" + f.name))

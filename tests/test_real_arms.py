@@ -46,7 +46,7 @@ def test_removing_a_module_from_the_matrix_fails_the_plan_naming_it(tmp_path, ru
     )  # its known findings go with it
     (tmp_path / "matrix.yaml").write_text(text)
     proc = run_cli("plan", cwd=tmp_path, cache=real_cache)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input, as from run
     assert (
         "arm mlx-vlm-0.7.10 holds MLA modules" in proc.stderr
         and "mlx_vlm.models.hy_v4.language:HyV4Attention" in proc.stderr
