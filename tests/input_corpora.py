@@ -150,6 +150,7 @@ def cli_cases(n: int, seed: int = 27) -> list[Case]:
             False,
             (0,),
             owned=("out", "cache", "not-utf8-\udcff/r"),
+            env={"PYTHONIOENCODING": "utf-8"},  # a strict stdout: the path is echoed as its bytes
         ),
         Case(
             "cli",

@@ -74,6 +74,9 @@ def parser(verb: str | None = None) -> cargs.Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a path echoed as its bytes, whatever the encoding
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     given = sys.argv[1:] if argv is None else argv
     verb = given[0] if given and given[0] in VERBS else None
     args = parser(verb).parse_args(argv)
