@@ -281,12 +281,10 @@ class Function:
         op = _OPS.get(type(op))
         if op is None:
             return F.NONE
-        ql, qr = self._quantity(left), self._quantity(right)
-        if ql and not qr and self._constant(right) is not None:
-            return F.compare(ql, op, self._constant(right))
-        if qr and not ql and self._constant(left) is not None:
-            return F.compare(qr, F.FLIP[op], self._constant(left))
-        return F.NONE
+        return F.compare_sides(
+            self._quantity(left), op, self._quantity(right), self._constant(left),
+            self._constant(right),
+        )  # fmt: skip
 
 
 # --- what a branch gates ----------------------------------------------------------------

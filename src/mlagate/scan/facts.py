@@ -46,6 +46,16 @@ def compare(quantity: str, op: str, c: int) -> Pair:
 FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
 
 
+def compare_sides(ql: str | None, op: str, qr: str | None, cl: int | None, cr: int | None) -> Pair:
+    """The facts of `left op right` where one side is a quantity (ql or qr) and the other a
+    constant (cr or cl); NONE for anything else."""
+    if ql and not qr and cr is not None:
+        return compare(ql, op, cr)
+    if qr and not ql and cl is not None:
+        return compare(qr, FLIP[op], cl)
+    return NONE
+
+
 def _meet(all_facts: list[Facts]) -> Facts:
     """Every fact at once (a conjunction): the intersection of the intervals."""
     out: Facts = {}

@@ -299,9 +299,7 @@ class Scope:
         return F.CACHE if self.is_cache_length(node) else None
 
     def _compare(self, left, op, right) -> tuple:
-        ql, qr = self._quantity(left), self._quantity(right)
-        if ql and not qr and self._constant(right) is not None:
-            return F.compare(ql, op, self._constant(right))
-        if qr and not ql and self._constant(left) is not None:
-            return F.compare(qr, F.FLIP[op], self._constant(left))
-        return F.NONE
+        return F.compare_sides(
+            self._quantity(left), op, self._quantity(right), self._constant(left),
+            self._constant(right),
+        )  # fmt: skip
