@@ -113,16 +113,21 @@ def test_scan_reports_unreadable_files_in_a_folder_and_never_crashes(tmp_path):
 
 def test_a_reader_that_stops_early_gets_no_traceback():
     """`mlagate plan --format json | head -1`: the closed pipe ends the command quietly (exit
-    141, as a shell reports SIGPIPE), never a BrokenPipeError traceback."""
+    141, as a shell reports SIGPIPE), never a BrokenPipeError traceback. The reader is gone
+    before the first write (a read end closed up front), so the plan cannot fit in the pipe's
+    buffer and exit 0 first."""
     import subprocess
     import sys
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlagate", "plan", "--matrix", str(FAKE_MATRIX), "--format", "json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    proc.stdout.readline()
-    proc.stdout.close()  # the reader goes away while mlagate still writes
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()[-2000:]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mlagate", "plan", "--matrix", str(FAKE_MATRIX), "--format", "json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and b"Traceback" not in proc.stderr, proc.stderr.decode()[-2000:]
