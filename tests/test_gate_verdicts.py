@@ -201,10 +201,13 @@ def test_backend_and_runner_must_agree(gate_run, tmp_path):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        ("sampels: 21", "suites.l1_parity.gates.sampels: unknown key"),
+        ("sampels: 11", "suites.l1_parity.gates.sampels: unknown key"),
         ("samples: 1", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
         ("samples: 20", "suites.l1_parity.gates.samples: expected an odd integer >= 9"),
-        ("tolerance: -0.1", "suites.l1_parity.gates.tolerance: expected a number > 0"),
+        (
+            "tolerance: {cpu: -0.1, metal: 0.02, cuda: 0.02}",
+            "suites.l1_parity.gates.tolerance.cpu: expected a number > 0",
+        ),
     ],
 )
 def test_a_bad_gate_is_a_one_line_error(tmp_path, edit, message):
@@ -213,8 +216,8 @@ def test_a_bad_gate_is_a_one_line_error(tmp_path, edit, message):
     line = next(
         ln
         for ln in shipped.splitlines()
-        if ln.strip().startswith(("samples: 21", "tolerance: 0.02"))
-        and (key in ln or key == "sampels" and "samples: 21" in ln)
+        if ln.strip().startswith(("samples: 11", "tolerance: {cpu: 0.02"))
+        and (key in ln or key == "sampels" and "samples: 11" in ln)
     )
     bad = tmp_path / "matrix.yaml"
     bad.write_text(shipped.replace(line, "      " + edit + "  # planted", 1))

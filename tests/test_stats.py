@@ -20,18 +20,73 @@ def test_median_of_an_odd_count_is_a_sample():
     assert stats.median(xs) == 3.0 and stats.median(xs) in xs
 
 
-def test_bootstrap_interval_covers_the_center_and_narrows_with_samples():
-    wide = stats.bootstrap_ci(_noisy(1.0, 9))
-    narrow = stats.bootstrap_ci(_noisy(1.0, 101))
-    assert wide[0] <= 1.0 <= wide[1] * 1.01
-    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+def test_median_interval_is_exact_and_narrows_with_samples():
+    wide = stats.median_interval(_noisy(1.0, 9), 0.95)
+    narrow = stats.median_interval(_noisy(1.0, 101), 0.95)
+    assert wide[1] <= wide[0] <= wide[2] and narrow[2] - narrow[1] < wide[2] - wide[1]
+    # 9 samples at 95 %: [x_(2), x_(8)] covers 1 - 2 P(B <= 1) = 0.961 (k = 2)
+    xs = list(range(1, 10))
+    assert stats.median_interval(xs, 0.95) == (5, 2, 8)
+    assert stats.median_interval(xs, 0.999)[1:] == (1, 9)  # the whole range cannot reach it
 
 
-def test_diff_ci_excludes_zero_for_a_real_difference_and_not_for_none():
-    d, lo, hi = stats.diff_ci(_noisy(1.0, 21, seed=1), _noisy(1.2, 21, seed=2))
-    assert 0.15 < d < 0.25 and lo > 0
+def test_median_interval_covers_at_its_confidence():
+    rng = random.Random(5)
+    trials, level = 1000, 0.9
+    hits = 0
+    for _ in range(trials):
+        _, lo, hi = stats.median_interval([rng.expovariate(1.0) for _ in range(15)], level)
+        hits += lo <= 0.6931 <= hi  # the exponential's median, ln 2
+    assert hits / trials >= level - 0.02
+
+
+def test_diff_ci_is_paired_and_excludes_zero_only_for_a_real_difference():
+    drift = [1 + 0.5 * (i % 3) for i in range(21)]  # a shared drift pairing must cancel
+    a = [x * y for x, y in zip(drift, _noisy(1.0, 21, spread=0.01, seed=1), strict=True)]
+    b = [x * 1.05 for x in a]
+    d, lo, hi = stats.diff_ci(a, b)
+    assert lo > 0 and 0.04 < d < 0.1
     d0, lo0, hi0 = stats.diff_ci(_noisy(1.0, 21, seed=3), _noisy(1.0, 21, seed=4))
     assert lo0 < 0 < hi0
+    with pytest.raises(ValueError):
+        stats.diff_ci([1.0, 2.0], [1.0])
+
+
+def test_look_confidence_spends_alpha_over_the_looks():
+    assert stats.look_confidence(0.95, 1) == 0.95
+    assert stats.look_confidence(0.95, 5) == pytest.approx(0.99)
+    with pytest.raises(ValueError):
+        stats.look_confidence(0.95, 0)
+
+
+def test_pairs_interval_widens_with_a_per_process_offset():
+    rng = random.Random(2)
+    quiet = [rng.gauss(0, 0.002) for _ in range(8)]
+    offset = [y + (0.03 if i % 2 else -0.03) for i, y in enumerate(quiet)]
+    _, qlo, qhi = stats.pairs_interval(quiet, 0.99)
+    m, lo, hi = stats.pairs_interval(offset, 0.99)
+    assert qhi - qlo < 0.01 < hi - lo and lo < m < hi
+    assert stats.pairs_interval([0.1], 0.95)[1:] == (float("-inf"), float("inf"))
+
+
+def test_sequential_looks_keep_the_false_alarm_rate():
+    """A/A sequences judged at every look, stopping at the first that decides "beyond 0": at
+    look_confidence the rate of a wrong "beyond" stays within alpha; at the unspent confidence
+    it does not (optional stopping inflates it)."""
+    rng = random.Random(11)
+    looks = list(range(4, 13, 2))
+    spent = stats.look_confidence(0.9, len(looks))
+    wrong = {0.9: 0, spent: 0}
+    trials = 300
+    for _ in range(trials):
+        ys = [rng.gauss(0, 1) for _ in range(looks[-1])]
+        for level in wrong:
+            for n in looks:
+                _, lo, hi = stats.pairs_interval(ys[:n], level)
+                if lo > 0 or hi < 0:
+                    wrong[level] += 1
+                    break
+    assert wrong[spent] / trials <= 0.1 + 0.02 < wrong[0.9] / trials
 
 
 def test_marginal_cost_slope_is_positive_for_a_materialising_signal_and_near_zero_when_flat():
@@ -98,4 +153,4 @@ def test_retained_ci_on_synthetic_ratios():
     r, lo, hi = retained_ci(plain_lo, spec_lo, plain_hi, spec_hi)
     assert abs(r - 0.25) < 0.01 and lo <= r <= hi < 0.3
     same, lo2, hi2 = retained_ci(plain_lo, spec_lo, plain_lo, spec_lo)
-    assert same == 1.0 and lo2 < 1.0 < hi2
+    assert same == 1.0 and lo2 <= 1.0 <= hi2 and lo2 < hi2

@@ -1,14 +1,17 @@
-"""Statistics for timings: pure functions of their arguments, standard library only.
+"""Statistics for timings: pure functions of their arguments, on scipy.stats.
 
-Timings are skewed and heavy-tailed (a sample can be delayed by the OS, never sped up), so
-everything here is built on medians and the bootstrap rather than means and normal theory.
+Timings are skewed and heavy-tailed (a sample can be delayed by the OS, never sped up), so a
+comparison within one process pair is built on paired samples and medians with exact
+order-statistic intervals; one across process pairs on one figure per pair (each a median of
+paired samples, close to normal) with a Student t interval. Sequential gates spend their
+error over their looks (look_confidence).
 """
 
 from __future__ import annotations
 
-import random
+import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 
 def median(xs: Sequence[float]) -> float:
@@ -18,51 +21,83 @@ def median(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 
 
-def _interval(draws: Sequence[float], level: float) -> tuple[float, float]:
-    """The central `level` interval of sorted bootstrap draws (percentile method)."""
-    n = len(draws)
-    return (draws[int((1 - level) / 2 * n)], draws[min(n - 1, int((1 + level) / 2 * n))])
+def median_interval(xs: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """The median of xs with its exact distribution-free interval, as (median, low, high).
+
+    The interval [x_(k), x_(n+1-k)] of the sorted samples covers the true median with
+    probability 1 - 2 P(B <= k-1), B ~ Binomial(n, 1/2) (scipy.stats.binom): k is the largest
+    with that at least `confidence` (k = 1, the whole range, when even that cannot reach it).
+    Needs only independent samples, no shape of their distribution."""
+    from scipy.stats import binom
+
+    if not xs:
+        raise ValueError("median_interval of no samples")
+    d = sorted(xs)
+    n = len(d)
+    # k - 1 counts the j in 1 .. (n + 1) // 2 - 1 with 2 P(B <= j) <= 1 - confidence
+    tails = 2 * binom.cdf(range(1, (n + 1) // 2), n, 0.5)
+    k = 1 + int((tails <= 1 - confidence).sum())
+    return median(d), d[k - 1], d[n - k]
 
 
-def bootstrap_ci(
-    xs: Sequence[float],
-    stat: Callable[[Sequence[float]], float] = median,
-    n: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of stat(xs).
+def look_confidence(confidence: float, looks: int) -> float:
+    """The confidence of each of `looks` interim intervals so that all of them hold together
+    with probability at least `confidence` (Bonferroni alpha spending, alpha / looks a look).
 
-    Caveats: with few samples (under about 7) the interval is too narrow (the bootstrap
-    cannot invent spread it never saw), and a median's bootstrap distribution is lumpy:
-    its ends are sample values. Deterministic for a given seed.
-    """
-    if len(xs) < 2:
-        v = stat(xs)
-        return (v, v)
-    rng = random.Random(seed)
-    k = len(xs)
-    return _interval(
-        sorted(stat([xs[rng.randrange(k)] for _ in range(k)]) for _ in range(n)), level
+    A sequential gate that stops at the first look whose interval decides is then wrong with
+    probability at most 1 - confidence, whenever it stops: the union bound needs no
+    independence between looks."""
+    if looks < 1:
+        raise ValueError("looks must be at least 1")
+    return 1 - (1 - confidence) / looks
+
+
+def pairs_interval(ys: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """Mean of one statistic per process pair, with its Student t interval (scipy.stats.t):
+    (mean, low, high). Each y comes from a fresh pair of worker processes, so a per-process
+    offset is part of the spread between them and widens the interval. Under two pairs the
+    interval is unbounded."""
+    from scipy.stats import t
+
+    n = len(ys)
+    if n == 0:
+        raise ValueError("pairs_interval of no process pairs")
+    mean = sum(ys) / n
+    if n < 2:
+        return mean, -math.inf, math.inf
+    sd = statistics.stdev(ys)
+    half = t.ppf((1 + confidence) / 2, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def _bootstrap(data: tuple, statistic, level: float, seed: int) -> tuple[float, float]:
+    """scipy.stats.bootstrap's percentile interval of statistic(*data), each sample resampled
+    on its own (a paired design is passed as one sample of per-pair values)."""
+    from scipy.stats import bootstrap
+
+    if any(len(d) < 2 for d in data):
+        v = statistic(*data)
+        return v, v
+    res = bootstrap(
+        data,
+        statistic,
+        vectorized=False,
+        n_resamples=1999,
+        confidence_level=level,
+        method="percentile",
+        rng=seed,
     )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def diff_ci(
-    a: Sequence[float], b: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0
+    a: Sequence[float], b: Sequence[float], level: float = 0.95
 ) -> tuple[float, float, float]:
-    """median(b) - median(a) with a bootstrap interval (each side resampled independently).
-
-    Caveat: assumes the two sample sets are independent; interleaved samples (ABBA) share
-    slow drifts, which this ignores, so the interval is slightly conservative then.
-    """
-    rng = random.Random(seed)
-    ka, kb = len(a), len(b)
-    diffs = sorted(
-        median([b[rng.randrange(kb)] for _ in range(kb)])
-        - median([a[rng.randrange(ka)] for _ in range(ka)])
-        for _ in range(n)
-    )
-    return (median(b) - median(a), *_interval(diffs, level))
+    """Paired difference b_i - a_i of two interleaved series (sample i of both ran back to
+    back): its median with the exact order-statistic interval (median_interval)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("diff_ci needs two equally long, non-empty series")
+    return median_interval([y - x for x, y in zip(a, b, strict=True)], level)
 
 
 def retained_ci(
@@ -70,27 +105,26 @@ def retained_ci(
     spec_lo: Sequence[float],
     plain_hi: Sequence[float],
     spec_hi: Sequence[float],
-    n: int = 2000,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """How much of a speed ratio survives from one condition to another, with a bootstrap interval:
-    (median(plain_hi) / median(spec_hi)) / (median(plain_lo) / median(spec_lo)), each of the four
-    sample sets resampled independently.
+    median(plain_hi_i / spec_hi_i) / median(plain_lo_i / spec_lo_i). Within a condition the two
+    series are interleaved, so each ratio is paired by sample; the two conditions' ratios are
+    resampled independently (scipy.stats.bootstrap, percentile). Caveat: with under about 7
+    samples a condition the interval is too narrow."""
 
-    Caveats: as diff_ci, it treats the sets as independent (interleaved samples share slow
-    drifts, so the interval is slightly conservative); with under about 7 samples a set the
-    interval is too narrow, and a ratio of medians of small sets is lumpy.
-    """
+    def paired(p, s):
+        if len(p) != len(s) or not p:
+            raise ValueError("retained_ci needs equally long, non-empty series per condition")
+        return [x / y for x, y in zip(p, s, strict=True)]
 
-    def one(pick) -> float:
-        return (median(pick(plain_hi)) / median(pick(spec_hi))) / (
-            median(pick(plain_lo)) / median(pick(spec_lo))
-        )
+    lo_r, hi_r = paired(plain_lo, spec_lo), paired(plain_hi, spec_hi)
 
-    rng = random.Random(seed)
-    draws = sorted(one(lambda xs: [xs[rng.randrange(len(xs))] for _ in xs]) for _ in range(n))
-    return (one(list), *_interval(draws, level))
+    def stat(lo_x, hi_x):
+        return median(list(hi_x)) / median(list(lo_x))
+
+    return (stat(lo_r, hi_r), *_bootstrap((lo_r, hi_r), stat, level, seed))
 
 
 def relative_change(a: Sequence[float], b: Sequence[float]) -> float:
@@ -114,39 +148,38 @@ def least_squares_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def marginal_cost(
     samples: dict[int, tuple[Sequence[float], Sequence[float]]],
-    n: int = 2000,
     level: float = 0.95,
     seed: int = 0,
 ) -> dict:
     """The cost of the extra queries, time(L) - time(1), per cache length, and its trend.
 
-    samples maps a cache length T to (L = 1 timings, L = k timings). Returns, per T, the
-    median difference with its bootstrap interval, and the least-squares slope of that
-    difference against T (seconds per cached token) with a bootstrap interval that
-    resamples within every T. Caveat: the slope assumes the cost is linear in T; a flat
-    cost gives a slope interval around zero, a materialising path a clearly positive one.
+    samples maps a cache length T to (L = 1 timings, L = k timings), interleaved: sample i of
+    both ran back to back, so the marginal is the median of the paired differences, with its
+    exact order-statistic interval (diff_ci). The least-squares slope of those medians against
+    T (seconds per cached token) has a bootstrap interval (scipy.stats.bootstrap) that
+    resamples the paired differences within every T. Caveat: the slope assumes the cost is
+    linear in T; a flat cost gives a slope interval around zero, a materialising path a
+    clearly positive one.
     """
-    rng = random.Random(seed)
     Ts = sorted(samples)
     per_t = {}
+    diffs = []
     for T in Ts:
         one, k = samples[T]
-        d, lo, hi = diff_ci(one, k, n=n, level=level, seed=seed)
+        d, lo, hi = diff_ci(one, k, level=level)
         per_t[T] = {"marginal": d, "ci": (lo, hi)}
-    point = least_squares_slope(Ts, [per_t[T]["marginal"] for T in Ts]) if len(Ts) >= 2 else 0.0
-    boots = []
-    for _ in range(n if len(Ts) >= 2 else 0):
-        ys = []
-        for T in Ts:
-            one, k = samples[T]
-            ys.append(
-                median([k[rng.randrange(len(k))] for _ in k])
-                - median([one[rng.randrange(len(one))] for _ in one])
-            )
-        boots.append(least_squares_slope(Ts, ys))
-    boots.sort()
-    ci = _interval(boots, level) if boots else (0.0, 0.0)
-    return {"per_T": per_t, "slope": point, "slope_ci": ci}
+        diffs.append([y - x for x, y in zip(one, k, strict=True)])
+    if len(Ts) < 2:
+        return {"per_T": per_t, "slope": 0.0, "slope_ci": (0.0, 0.0)}
+
+    def slope(*ds):
+        return least_squares_slope(Ts, [median(list(d)) for d in ds])
+
+    return {
+        "per_T": per_t,
+        "slope": slope(*diffs),
+        "slope_ci": _bootstrap(tuple(diffs), slope, level, seed),
+    }
 
 
 def growth_ratio(per_t: dict[int, dict]) -> float:
@@ -250,22 +283,9 @@ def paired_change(
     arm: Sequence[float], baseline: Sequence[float], confidence: float
 ) -> tuple[float, float, float]:
     """The relative change of paired samples, arm_i / baseline_i - 1, as (median, low, high):
-    the median of the per-pair changes and its exact distribution-free interval from order
-    statistics (the binomial distribution of how many pairs fall below the true median,
-    scipy.stats.binom). Pairs are the two series' samples taken back to back (ABBA), so a
-    change of machine speed slower than one pair cancels out of each ratio.
-
-    The interval [d_(k), d_(n+1-k)] covers the median with probability 1 - 2 P(B <= k-1),
-    B ~ Binomial(n, 1/2); k is the largest with that at least `confidence` (k = 1 when even the
-    whole range cannot reach it)."""
-    from scipy.stats import binom
-
+    the median of the per-pair changes and its exact order-statistic interval (median_interval).
+    Pairs are the two series' samples taken back to back (ABBA), so a change of machine speed
+    slower than one pair cancels out of each ratio."""
     if len(arm) != len(baseline) or not arm:
         raise ValueError("paired_change needs two equally long, non-empty series")
-    d = sorted(a / b - 1 for a, b in zip(arm, baseline, strict=True))
-    n = len(d)
-    alpha = 1 - confidence
-    k = 1
-    while k + 1 <= (n + 1) // 2 and 2 * binom.cdf(k, n, 0.5) <= alpha:
-        k += 1
-    return median(d), d[k - 1], d[n - k]
+    return median_interval([a / b - 1 for a, b in zip(arm, baseline, strict=True)], confidence)

@@ -4,14 +4,16 @@ starts to win on this backend.
 
 The formula's widest absorbed width b for that cache is added to the sweep. At b the two
 paths cost the same number of operations by construction, so the backend's constant factors
-decide which is faster there. Gate: at b the absorbed path is at most `tolerance` slower than
-the materialised one (the bootstrap interval of (absorbed - materialised) / materialised
-lies below the tolerance): confidently slower fails (the formula sends too many queries to
-the absorbed path on this backend), an interval across the tolerance is invalid
-(inconclusive). The gate's width takes `samples_at_formula` samples a side (the others the
-profile's): the two paths are within a few percent of each other there. The measured
-crossover (the first swept width where materialising wins) and the margin at b are reported
-either way.
+decide which is faster there. Both paths run in one worker, interleaved, so sample i of each
+is a pair. Gate: at b the absorbed path is at most `tolerance` slower than the materialised
+one: the median of the paired ratios absorbed_i / materialised_i - 1, with its exact
+order-statistic interval (mlagate.stats.paired_change), lies below the tolerance; confidently
+slower fails (the formula sends too many queries to the absorbed path on this backend). The
+gate's width is sampled sequentially (mla.until_decided): `samples_at_formula` pairs first,
+more at each look while the interval straddles the tolerance, up to `max_samples` and within
+`budget_s`, every look at a spent confidence; still across then is invalid (inconclusive).
+The other widths take the profile's samples. The measured crossover (the first swept width
+where materialising wins) and the margin at b are reported either way.
 """
 
 from mlagate import crossover, stats
@@ -30,29 +32,40 @@ def test_crossover(mla):
             f"{mla.module.attention_for(mla.case.arm)}"
         )
     mla.prime(key, T, horizon=max(widths))
-    sweep = {}
+    tol = mla.gates["tolerance"]
+    gates = {**mla.gates, "samples": mla.gates["samples_at_formula"]}
+
+    def judge(t: dict, level: float):
+        _, lo, hi = stats.paired_change(t["absorbed"], t["materialised"], level)
+        return "fail" if lo > tol else "pass" if hi <= tol else None
+
+    sweep, level = {}, 0.95
     for L in widths:
-        t = mla.interleaved(
-            [
-                {"label": "absorbed", "key": key, "L": L, "force": "absorbed"},
-                {"label": "materialised", "key": key, "L": L, "force": "materialised"},
-            ],
-            samples=mla.gates["samples_at_formula"] if L == b else None,
-        )
+        series = [
+            {"label": "absorbed", "key": key, "L": L, "force": "absorbed"},
+            {"label": "materialised", "key": key, "L": L, "force": "materialised"},
+        ]
+        if L == b:
+            t, _, seq = mla.until_decided(
+                series, judge, gates, mla.gates["budget_s"][mla.ctx.profile_name]
+            )
+            level = seq["look_confidence"]
+            mla.metric("sequential", seq)
+        else:
+            t = mla.interleaved(series)
         d, lo, hi = stats.diff_ci(t["absorbed"], t["materialised"])
         sweep[L] = {
             "absorbed_s": stats.median(t["absorbed"]),
             "materialised_s": stats.median(t["materialised"]),
             "materialised_minus_absorbed_s": d,
             "ci": (lo, hi),
+            "slowdown": stats.paired_change(t["absorbed"], t["materialised"], 0.95)[0],
         }
+        if L == b:
+            slowdown, lo_b, hi_b = stats.paired_change(t["absorbed"], t["materialised"], level)
     losing = [L for L in widths if sweep[L]["materialised_minus_absorbed_s"] < 0]
     empirical = min(losing) if losing else None
-    at_b = sweep[b]
-    base = at_b["materialised_s"]
-    slowdown = -at_b["materialised_minus_absorbed_s"] / base
-    lo, hi = -at_b["ci"][1] / base, -at_b["ci"][0] / base
-    tol = mla.gates["tolerance"]
+    lo, hi = lo_b, hi_b
     mla.metric("sweep", {str(L): s for L, s in sweep.items()})
     mla.metric(
         "crossover",
@@ -62,6 +75,7 @@ def test_crossover(mla):
             "empirical_first_width_materialised_wins": empirical,
             "absorbed_slowdown_at_formula": slowdown,
             "ci": (lo, hi),
+            "confidence": level,
             "tolerance": tol,
         },
     )

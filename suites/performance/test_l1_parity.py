@@ -1,18 +1,33 @@
 """l1_parity: L = 1 takes the same branch in an arm and its baseline, so a change must not
-make the L = 1 step slower or faster by more than `tolerance` (2 %).
+make the L = 1 step slower or faster by more than `tolerance` (2 % on the CPU).
 
-Each try takes `samples` interleaved (ABBA) samples a side; sample i of the arm and of the
-baseline ran back to back, so their ratio cancels any change of machine speed slower than a
-pair. The change is the median of the paired ratios minus one, with its exact order-statistic
-interval at `confidence` (mlagate.stats.paired_change). Per cache length:
+Replicated over process pairs: each round starts a fresh pair of workers (the arm's and the
+baseline's; the order in which they start and in which each ABBA pair begins alternates
+between rounds), builds the same model in both, and takes `samples` interleaved pairs per
+cache length. A round gives one figure per cache length, the median of its paired
+log-ratios log(arm_i / baseline_i): sample i of both ran back to back, so a change of machine
+speed slower than a pair cancels out, and a per-process offset (one worker of the pair
+faster for its whole life) stays in that round's figure. The change is the mean of the
+rounds' figures with a Student t interval over rounds (mlagate.stats.pairs_interval), so such
+an offset widens the interval instead of deciding it.
+
+Sequential: the interval is looked at after `min_pairs` rounds and every two rounds after
+(an even count: the orders stay balanced), up to `max_pairs`, each look at
+look_confidence(confidence, looks) (Bonferroni alpha spending: every look holds together at
+`confidence`, so stopping early keeps it). Per cache length:
 
 - pass when the interval lies inside +-tolerance;
 - fail when it lies wholly beyond it (the arm's L = 1 really is slower, or faster);
-- otherwise re-measured up to `retries` times, then invalid: the run could not decide.
+- otherwise another two rounds, while the case is within `budget_s`; then invalid.
 
-With `mlagate run --aa`, the baseline is a second worker of the same arm: the A/A run that
-measures this runner's noise floor (benchmarks/aa_false_alarms.py counts its red runs).
+A decided cache length is not sampled again. With `mlagate run --aa`, the baseline is a
+second worker of the same arm: the A/A run that measures this runner's noise floor
+(benchmarks/aa_false_alarms.py counts its red runs).
 """
+
+import math
+import statistics
+import time
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid
@@ -21,72 +36,124 @@ FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload",
 
 
 def test_l1_parity(mla):
-    arm = mla.case.arm
-    aa = mla.case.aa
+    arm, aa, gates = mla.case.arm, mla.case.aa, mla.gates
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
-    gates = mla.gates
-    tol = gates["tolerance"]
-    ours, _ = mla.build()
-    theirs, _ = mla.build(arm=baseline, replica=replica)
-    fp_a, fp_b = mla.ctx.pool.get(arm).fingerprint, mla.ctx.pool.get(baseline, replica).fingerprint
-    differ = [k for k in FINGERPRINT_KEYS if fp_a.get(k) != fp_b.get(k)]
+    tol = gates["tolerance"][mla.case.backend]
+    budget = gates["budget_s"][mla.ctx.profile_name]
+    looks = list(range(gates["min_pairs"], gates["max_pairs"] + 1, 2))
+    if not looks or gates["min_pairs"] % 2:
+        raise Invalid("gates.min_pairs must be even and at most gates.max_pairs")
+    level = stats.look_confidence(gates["confidence"], len(looks))
+    caches = [T for T in mla.profile.perf_cache_lengths if T <= gates.get("max_cache", T)]
+    figures: dict[int, list[float]] = {T: [] for T in caches}
+    rows: dict[str, dict] = {}
+    pairs, stopped, last = [], "max_pairs", 0.0
+    for p in range(looks[-1]):
+        open_ts = [T for T in caches if str(T) not in rows]
+        if not open_ts:
+            stopped = "decided"
+            break
+        if p in looks and mla._elapsed() + 2 * last > budget:  # two more rounds would overrun
+            stopped = "budget"
+            break
+        started = time.monotonic()
+        for T, y, row in _round(mla, p, (arm, 0), (baseline, replica), open_ts):
+            figures[T].append(y)
+            pairs.append(row)
+        last = time.monotonic() - started
+        if p + 1 in looks:
+            for T in open_ts:
+                row = _judge(figures[T], level, tol, T, gates["confidence"])
+                if row["decided"] or p + 1 == looks[-1]:
+                    rows[str(T)] = row
+    for T in caches:  # stopped on the budget: judged on the rounds taken, at the last look
+        rows.setdefault(str(T), _judge(figures[T], level, tol, T, gates["confidence"]))
+    _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
+    _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", budget)
+
+
+def _round(mla, p: int, ours: tuple, theirs: tuple, caches: list[int]):
+    """One process pair: fresh workers (their order alternates with p), the same model built
+    in both, `samples` interleaved pairs per cache length; yields (T, figure, row)."""
+    order = [ours, theirs] if p % 2 == 0 else [theirs, ours]
+    mla.fresh_workers(order)
+    fp = [mla.ctx.pool.get(*slot).fingerprint for slot in (ours, theirs)]
+    differ = [k for k in FINGERPRINT_KEYS if fp[0].get(k) != fp[1].get(k)]
     if differ:
         raise Invalid(
             f"the two workers' environments differ in {', '.join(differ)}: their timings are "
             "never compared"
         )
-    rows, attempts = {}, []
-    caches = [T for T in mla.profile.perf_cache_lengths if T <= gates.get("max_cache", T)]
+    keys = {slot: mla.build(arm=slot[0], replica=slot[1])[0] for slot in order}
+    label = {ours: "arm", theirs: "baseline"}
     for T in caches:
-        for attempt in range(gates["retries"] + 1):
-            mla.prime(ours, T)
-            mla.prime(theirs, T, arm=baseline, replica=replica)
-            t = mla.interleaved(
-                [
-                    {"label": "arm", "key": ours, "L": 1},
-                    {
-                        "label": "baseline",
-                        "key": theirs,
-                        "L": 1,
-                        "arm": baseline,
-                        "replica": replica,
-                    },
-                ],
-                samples=gates["samples"],
-            )
-            change, lo, hi = stats.paired_change(t["arm"], t["baseline"], gates["confidence"])
-            decided = (
-                "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
-            )
-            attempts.append(
-                {
-                    "T": T,
-                    "attempt": attempt,
-                    "change": change,
-                    "ci": (lo, hi),
-                    "confidence": gates["confidence"],
-                    "decided": decided,
-                    "arm_s": stats.median(t["arm"]),
-                    "baseline_s": stats.median(t["baseline"]),
-                }
-            )
-            if decided:
-                break
-        rows[str(T)] = attempts[-1]
+        for slot in order:
+            mla.prime(keys[slot], T, arm=slot[0], replica=slot[1])
+        t = mla.interleaved(
+            [
+                {"label": label[s], "key": keys[s], "L": 1, "arm": s[0], "replica": s[1]}
+                for s in order
+            ],
+            samples=mla.gates["samples"],
+        )
+        logs = [math.log(a / b) for a, b in zip(t["arm"], t["baseline"], strict=True)]
+        y = stats.median(logs)
+        yield (
+            T,
+            y,
+            {
+                "pair": p,
+                "T": T,
+                "first": label[order[0]],
+                "change": math.expm1(y),
+                "arm_s": stats.median(t["arm"]),
+                "baseline_s": stats.median(t["baseline"]),
+            },
+        )
+
+
+def _judge(ys: list[float], level: float, tol: float, T: int, confidence: float) -> dict:
+    mean, lo, hi = stats.pairs_interval(ys, level)
+    lo, hi = math.expm1(lo), math.expm1(hi)
+    decided = "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
+    return {
+        "T": T,
+        "change": math.expm1(mean),
+        "ci": (lo, hi),
+        "look_confidence": level,
+        "confidence": confidence,
+        "pairs": len(ys),
+        "between_pairs_sd": statistics.stdev(ys) if len(ys) > 1 else None,
+        "decided": decided,
+    }
+
+
+def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> None:
     mla.metric("l1", rows)
-    mla.metric("attempts", attempts)
+    mla.metric("pairs", pairs)
     mla.metric("aa", aa)
     mla.metric(
-        "detectable_difference",
-        stats.detectable_difference([a["change"] for a in attempts]) if aa else None,
+        "sequential",
+        {
+            "budget_s": budget,
+            "used_s": round(mla._elapsed(), 3),
+            "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
+            "samples_per_pair": mla.gates["samples"],
+            "samples": len(pairs) * mla.gates["samples"],
+            "planned_looks": looks,
+            "look_confidence": level,
+            "confidence": mla.gates["confidence"],
+            "stopped": stopped,
+        },
     )
-    who = f"{baseline}{' (A/A)' if aa else ''}"
 
+
+def _verdict(rows: dict, tol: float, arm: str, who: str, budget: float) -> None:
     def said(r: dict) -> str:
+        lo, hi = r["ci"]
         return (
-            f"{r['change']:+.1%} at T={r['T']} (interval {r['ci'][0]:+.1%}..{r['ci'][1]:+.1%} at "
-            f"{r['confidence']:.0%}; "
-            f"{arm}: {r['arm_s'] * 1e3:.3f} ms, {who}: {r['baseline_s'] * 1e3:.3f} ms)"
+            f"{r['change']:+.1%} at T={r['T']} (interval {lo:+.1%}..{hi:+.1%} at "
+            f"{r['confidence']:.0%} over {r['pairs']} process pairs; {arm} vs {who})"
         )
 
     failed = [r for r in rows.values() if r["decided"] == "fail"]
@@ -96,6 +163,6 @@ def test_l1_parity(mla):
     open_rows = [r for r in rows.values() if r["decided"] is None]
     if open_rows:
         raise Invalid(
-            f"undecided after {gates['retries'] + 1} tries: the interval straddles the {tol:.0%} "
+            f"undecided within the {budget:.0f} s budget: the interval straddles the {tol:.0%} "
             "tolerance: " + "; ".join(said(r) for r in open_rows)
         )

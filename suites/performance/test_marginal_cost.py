@@ -2,18 +2,21 @@
 L = 2, 3, 4, over the profile's cache lengths, per module and arm.
 
 Widths are interleaved on one primed cache (L = 1, 2, 3, 4, then reversed, ...), and every
-timed step's path is proven by the counters.
+timed step's path is proven by the counters. All series run in one worker, so each sample of
+L = k is paired with the L = 1 sample taken beside it.
 
 Gate (every arm): at the longest cache, the L = 2 marginal cost in units of the L = 1 step
-on the same cache, (time(2) - time(1)) / time(1), is at most `max_relative`. A module that
-absorbs pays about one more decode step for the second query whatever the cache (its
-attention over the cached latent grows with T exactly as decode does); a module that
-materialises pays the expansion of the whole cache, tens to hundreds of decode steps, and
-more the longer the cache. The verdict uses the bootstrap interval of the marginal
-(denominator: the L = 1 median): confidently above fails, confidently below passes, an
-interval across the bound is invalid (inconclusive). The growth of the absolute marginal
-from the shortest to the longest cache, and its slope per cached token with an interval,
-are reported for every arm.
+on the same cache: the median of the paired ratios time_i(2) / time_i(1) - 1, with its exact
+order-statistic interval (mlagate.stats.median_interval), is at most `max_relative`. A
+module that absorbs pays about one more decode step for the second query whatever the cache
+(its attention over the cached latent grows with T exactly as decode does); a module that
+materialises pays the expansion of the whole cache, tens to hundreds of decode steps.
+Confidently above fails, confidently below passes. The longest cache is sampled
+sequentially (mla.until_decided): `samples` first, more at each look while the interval
+straddles the bound, up to `max_samples` and within `budget_s`, every look at a spent
+confidence; still across the bound then is invalid (inconclusive). The growth of the absolute
+marginal from the shortest to the longest cache, and its slope per cached token with a
+bootstrap interval, are reported for every arm.
 """
 
 from mlagate import stats
@@ -23,30 +26,31 @@ from mlagate.harness import Failed, Invalid
 def test_marginal_cost(mla):
     gates = mla.gates
     widths = gates["widths"]
+    bound = gates["max_relative"]
     key, _ = mla.build()
     series = [{"label": f"L={L}", "key": key, "L": L} for L in widths]
-    by_t = {}
-    for T in mla.profile.perf_cache_lengths:
+    caches = list(mla.profile.perf_cache_lengths)
+    hi_t = max(caches)
+
+    def judge(t: dict, level: float):
+        _, lo, hi = stats.paired_change(t["L=2"], t["L=1"], level)
+        return "fail" if lo > bound else "pass" if hi <= bound else None
+
+    by_t, level = {}, gates["confidence"]
+    for T in caches:
         mla.prime(key, T)
-        by_t[T] = mla.interleaved(series, samples=mla.gates["samples"])
-    table = {}
-    for L in widths[1:]:
-        mc = stats.marginal_cost({T: (t["L=1"], t[f"L={L}"]) for T, t in by_t.items()})
-        table[f"L={L}"] = {
-            "per_T": {
-                str(T): {
-                    "marginal_s": v["marginal"],
-                    "ci_s": v["ci"],
-                    "relative": v["marginal"] / stats.median(by_t[T]["L=1"]),
-                }
-                for T, v in mc["per_T"].items()
-            },
-            "slope_s_per_token": mc["slope"],
-            "slope_ci": mc["slope_ci"],
-        }
+        if T == hi_t:
+            by_t[T], _, seq = mla.until_decided(
+                series, judge, gates, gates["budget_s"][mla.ctx.profile_name]
+            )
+            level = seq["look_confidence"]
+            mla.metric("sequential", seq)
+        else:
+            by_t[T] = mla.interleaved(series, samples=gates["samples"])
+    table = _table(by_t, widths)
     mla.metric("marginal", table)
     mla.metric("l1_median_s", {str(T): stats.median(t["L=1"]) for T, t in by_t.items()})
-    lo_t, hi_t = min(by_t), max(by_t)
+    lo_t = min(by_t)
     two = table["L=2"]["per_T"]
     if two[str(lo_t)]["marginal_s"] > 0:
         mla.metric(
@@ -57,14 +61,11 @@ def test_marginal_cost(mla):
                 "to_T": hi_t,
             },
         )
-    l1 = stats.median(by_t[hi_t]["L=1"])
-    rel, lo, hi = (
-        two[str(hi_t)]["relative"],
-        two[str(hi_t)]["ci_s"][0] / l1,
-        two[str(hi_t)]["ci_s"][1] / l1,
+    rel, lo, hi = stats.paired_change(by_t[hi_t]["L=2"], by_t[hi_t]["L=1"], level)
+    mla.metric(
+        "gate",
+        {"relative_marginal": rel, "ci": (lo, hi), "confidence": level, "T": hi_t, "bound": bound},
     )
-    bound = gates["max_relative"]
-    mla.metric("gate", {"relative_marginal": rel, "ci": (lo, hi), "T": hi_t, "bound": bound})
     if lo > bound:
         raise Failed(
             ["too_slow"],
@@ -75,5 +76,28 @@ def test_marginal_cost(mla):
     if hi > bound:
         raise Invalid(
             f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval "
-            f"{lo:.2f}-{hi:.2f} straddles the bound {bound}"
+            f"{lo:.2f}-{hi:.2f} straddles the bound {bound} after {len(by_t[hi_t]['L=1'])} "
+            "samples"
         )
+
+
+def _table(by_t: dict, widths) -> dict:
+    """Per verify width: the paired marginal per cache length (median of time_i(L) -
+    time_i(1), exact interval; relative: median of the paired ratios minus one) and its slope
+    per cached token."""
+    table = {}
+    for L in widths[1:]:
+        mc = stats.marginal_cost({T: (t["L=1"], t[f"L={L}"]) for T, t in by_t.items()})
+        table[f"L={L}"] = {
+            "per_T": {
+                str(T): {
+                    "marginal_s": v["marginal"],
+                    "ci_s": v["ci"],
+                    "relative": stats.paired_change(by_t[T][f"L={L}"], by_t[T]["L=1"], 0.95)[0],
+                }
+                for T, v in mc["per_T"].items()
+            },
+            "slope_s_per_token": mc["slope"],
+            "slope_ci": mc["slope_ci"],
+        }
+    return table

@@ -256,6 +256,12 @@ class WorkerPool:
                 raise
         return w
 
+    def retire(self, arm: str, replica: int = 0) -> None:
+        """Close one slot's worker: the next get() starts a fresh process (a new process pair)."""
+        w = self._workers.pop((arm, replica), None)
+        if w is not None:
+            w.close()
+
     def release(self) -> None:
         """Ask every live worker to drop its models and caches (between cases)."""
         for w in self._workers.values():

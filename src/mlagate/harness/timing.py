@@ -7,10 +7,12 @@ mla.interleaved. It uses the case's `case`, `profile`, `result` and `_worker(arm
 from __future__ import annotations
 
 import math
+import time
 
 from mlagate.harness.errors import Invalid
 
 MAX_LOOPS = 64
+LOOK_STEP = 6  # samples added at each look after the first (even: the count stays odd)
 
 
 def calibrated_loops(sample_min_s: float, fastest_s: float) -> int:
@@ -58,61 +60,139 @@ class Timing:
         warm-ups then run again, interleaved, at the calibrated counts (untimed): the first
         timed samples of a fresh worker were up to 30 % slow without them.
         """
-        samples = samples or self.profile.samples
+        samples = self._odd(samples or self.profile.samples)
+        run = _Run(self, series, warmup)
+        run.take(samples)
+        run.record()
+        return run.times
+
+    def until_decided(
+        self, series: list[dict], judge, gates: dict, budget_s: float
+    ) -> tuple[dict[str, list[float]], object, dict]:
+        """Interleaved samples taken in looks until judge decides (sequential, within one
+        worker): `gates["samples"]` first, then LOOK_STEP more a look, up to
+        `gates["max_samples"]`, while the case's time is within budget_s.
+
+        judge(times, confidence) returns a verdict (None: undecided) and is asked at each look
+        at look_confidence(gates["confidence"], looks): all looks together hold at the stated
+        confidence, so stopping at the first decided look keeps it. Returns (times, the last
+        verdict, the record of the stopping: budget, samples used, looks, why it stopped).
+        """
+        from mlagate import stats
+
+        first, most = self._odd(gates["samples"]), gates["max_samples"]
+        plan = list(range(first, max(first, most) + 1, LOOK_STEP))
+        level = stats.look_confidence(gates["confidence"], len(plan))
+        run = _Run(self, series, None)
+        verdict, stopped, last = None, "max_samples", 0.0
+        for n in plan:
+            started = time.monotonic()
+            if n > first and self._elapsed() + last > budget_s:
+                stopped = "budget"
+                break
+            run.take(n - len(run.times[series[0]["label"]]))
+            last = time.monotonic() - started
+            verdict = judge(run.times, level)
+            if verdict is not None:
+                stopped = "decided"
+                break
+        run.record()
+        used = len(run.times[series[0]["label"]])
+        return (
+            run.times,
+            verdict,
+            {
+                "budget_s": budget_s,
+                "used_s": round(self._elapsed(), 3),
+                "samples": used,
+                "max_samples": plan[-1],
+                "looks": plan.index(used) + 1,
+                "planned_looks": len(plan),
+                "look_confidence": level,
+                "confidence": gates["confidence"],
+                "stopped": stopped,
+            },
+        )
+
+    def fresh_workers(self, slots: list[tuple[str, int]]) -> None:
+        """Close the workers of these (arm, replica) slots and start fresh ones in this order:
+        a new process pair, so a per-process offset is drawn anew."""
+        for arm, replica in slots:
+            self.ctx.pool.retire(arm, replica)
+        for arm, replica in slots:
+            self._worker(arm, replica)
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self._t0
+
+    @staticmethod
+    def _odd(samples: int) -> int:
         if samples % 2 == 0:
             raise Invalid(
                 f"{samples} timed samples asked (the suite's gates.samples or the profile's "
                 "samples): the count must be odd, the median is a sample"
             )
-        warmup = self.profile.warmup if warmup is None else warmup
-        label_path: dict[str, str] = {}
-        times: dict[str, list[float]] = {s["label"]: [] for s in series}
+        return samples
 
-        loops: dict[str, int] = {s["label"]: 1 for s in series}
 
-        def one(s: dict) -> dict:
-            arm = s.get("arm") or self.case.arm
-            return self._worker(arm, s.get("replica", 0)).call(
-                "sample",
-                self.profile.timeout_s,
-                key=s["key"],
-                L=s["L"],
-                force=s.get("force"),
-                loops=loops[s["label"]],
-            )
+class _Run:
+    """One interleaved measurement of some series: calibrated once, sampled in one or more
+    takes (ABBA continues across takes), recorded once."""
 
+    def __init__(self, case, series: list[dict], warmup: int | None):
+        self.case, self.series = case, series
+        self.label_path: dict[str, str] = {}
+        self.times: dict[str, list[float]] = {s["label"]: [] for s in series}
+        self.loops: dict[str, int] = {s["label"]: 1 for s in series}
+        warmup = case.profile.warmup if warmup is None else warmup
         for s in series:
             warm = []
             for _ in range(max(1, warmup)):
-                r = one(s)
+                r = self.one(s)
                 warm.append(r["seconds"])
-                label_path.setdefault(s["label"], s.get("force") or r["path"])
-            loops[s["label"]] = calibrated_loops(self.profile.sample_min_s, min(warm))
-        abba = [series, list(reversed(series))]
+                self.label_path.setdefault(s["label"], s.get("force") or r["path"])
+            self.loops[s["label"]] = calibrated_loops(case.profile.sample_min_s, min(warm))
+        self.abba = [series, list(reversed(series))]
         for i in range(warmup):
-            for s in abba[i % 2]:
-                one(s)
-        for i in range(samples):
-            for s in abba[i % 2]:
-                r = one(s)
-                if r["path"] != label_path[s["label"]]:
+            for s in self.abba[i % 2]:
+                self.one(s)
+        self.taken = 0
+
+    def one(self, s: dict) -> dict:
+        arm = s.get("arm") or self.case.case.arm
+        return self.case._worker(arm, s.get("replica", 0)).call(
+            "sample",
+            self.case.profile.timeout_s,
+            key=s["key"],
+            L=s["L"],
+            force=s.get("force"),
+            loops=self.loops[s["label"]],
+        )
+
+    def take(self, samples: int) -> None:
+        for _ in range(samples):
+            for s in self.abba[self.taken % 2]:
+                r = self.one(s)
+                if r["path"] != self.label_path[s["label"]]:
                     raise Invalid(
                         f"{s['label']}: a timed sample ran {r['path']}, the row is labelled "
-                        f"{label_path[s['label']]}"
+                        f"{self.label_path[s['label']]}"
                     )
-                times[s["label"]].append(r["seconds"])
-        self.result.observations.append(
+                self.times[s["label"]].append(r["seconds"])
+            self.taken += 1
+
+    def record(self) -> None:
+        self.case.result.observations.append(
             {
                 "timed": {
                     s["label"]: {
-                        "path": label_path[s["label"]],
+                        "path": self.label_path[s["label"]],
                         "L": s["L"],
-                        "arm": s.get("arm") or self.case.arm,
-                        "seconds": times[s["label"]],
-                        "loops": loops[s["label"]],
+                        "arm": s.get("arm") or self.case.case.arm,
+                        "seconds": self.times[s["label"]],
+                        "loops": self.loops[s["label"]],
                     }
-                    for s in series
+                    for s in self.series
                 }
             }
         )
-        return times
