@@ -77,9 +77,9 @@ def test_a_slower_l1_arm_fails_l1_parity_and_the_run_exits_1(perf):
     assert slow["verdict"] == "fail", slow["reason"]
     health = slow["health"]  # recorded in every performance result, the override with it
     assert health["fit"] or (health["override"] and "overridden" in slow["reason"]), health
-    assert "L = 1 changed beyond the 50% tolerance: +" in slow["reason"]
+    assert "L = 1 changed beyond the 100% tolerance: +" in slow["reason"]
     failed = [r for r in slow["metrics"]["l1"].values() if r["decided"] == "fail"]
-    assert failed and all(r["ci"][0] > 0.5 and r["pairs"] >= 4 for r in failed)
+    assert failed and all(r["ci"][0] > 1.0 and r["pairs"] >= 4 for r in failed)
     assert proc.returncode == 1, proc.stdout[-3000:]
 
 
@@ -173,23 +173,19 @@ def test_performance_suites_refuse_xdist(perf, tmp_path):
 
 def test_short_steps_repeat_within_a_sample(perf):
     _, rows, _ = perf
-    loops = {}
+    longest = []  # the series timed at the longest cache: the stock arm's L = 2 materialises there
     for o in rows[("marginal_cost", "fake-stock")]["counters"]:
-        for label, row in o.get("timed", {}).items():
-            loops.setdefault(label, []).append(row["loops"])
-    assert max(loops["L=1"]) > 1, "a decode step far shorter than sample_min_s is repeated"
-    assert max(loops["L=1"]) >= max(loops["L=2"]), (
+        if "timed" in o:
+            longest = o["timed"]
+    short = [
+        row["loops"]
+        for o in rows[("l1_parity", "fake-patched")]["counters"]
+        for row in o.get("timed", {}).values()
+    ]
+    assert max(short) > 1, "a decode step far shorter than sample_min_s is repeated"
+    assert longest["L=1"]["loops"] >= longest["L=2"]["loops"], (
         "the slower materialised step needs fewer repeats"
     )
-
-
-def test_calibrated_loops():
-    from mlagate.harness.plugin import MAX_LOOPS, calibrated_loops
-
-    assert calibrated_loops(0.0, 0.001) == 1
-    assert calibrated_loops(0.02, 0.001) == 20
-    assert calibrated_loops(0.02, 0.05) == 1
-    assert calibrated_loops(10.0, 1e-9) == MAX_LOOPS
 
 
 def test_timed_workers_run_pinned_to_one_cpu(perf):
