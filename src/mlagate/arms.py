@@ -2,7 +2,9 @@
 (how one is installed: mlagate.installing).
 
 The parent process never imports an arm; it only installs files. An arm directory holds
-`site/` (what a worker puts first on sys.path) and `arm.json` (what was installed).
+`site/` (what a worker puts first on sys.path) and `arm.json` (what was installed: an
+mlagate.arm/1 document, read only through mlagate.documents; one written before it had a schema
+field is upgraded on read, and one that cannot be read is installed again).
 Two runs that materialise the same arm at once are safe: one installs under a lock, the
 other waits and reuses the result.
 """
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import installing, packs
+from mlagate import documents, installing, packs
 from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
     ArmError,
     Installed,
@@ -103,18 +105,19 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
     arms_dir = root / "arms"
     arms_dir.mkdir(parents=True, exist_ok=True)
     key = arm_key(arm)
-    for shared in readonly_roots():
-        if _installed(shared / "arms" / key):
-            return _read(arm, runtime, shared / "arms" / key)  # checked at run start (verify_all)
+    for shared in readonly_roots():  # checked at run start (verify_all)
+        there = shared / "arms" / key
+        if _installed(there) and (got := _read(arm, runtime, there)):
+            return got
     final = arms_dir / key
-    if _installed(final):
-        return _read(arm, runtime, final)
+    if _installed(final) and (got := _read(arm, runtime, final)):
+        return got
     with open(arms_dir / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "arm.json").is_file() and not (final / packs.CONTENT).exists():
             packs.write_content(final)  # installed before content manifests: adopted once
-        if _installed(final):
-            return _read(arm, runtime, final)
+        if _installed(final) and (got := _read(arm, runtime, final)):
+            return got
         on = None
         if arm.overlay is not None:  # the arm it overlays, from the cache or installed now
             base = materialise(arm.overlay.on, runtime, root)
@@ -129,7 +132,10 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    return _read(arm, runtime, final)
+    got = _read(arm, runtime, final)
+    if got is None:
+        raise ArmError(arm.id, f"{final / 'arm.json'}: not readable after installing it")
+    return got
 
 
 def readonly_roots() -> list[Path]:
@@ -155,10 +161,20 @@ def verify_all(installs: dict[str, ArmInstall]) -> None:
             ) from None
 
 
-def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
-    manifest = json.loads((path / "arm.json").read_text())
-    notes = tuple(manifest.get("notes", ()))
-    return ArmInstall(arm, runtime, path.name, path, manifest["version"], notes)
+def read_manifest(arm_dir: Path) -> dict:
+    """The arm's arm.json as mlagate.arm/1 (one written without a schema field upgraded);
+    documents.DocumentError naming the file and key."""
+    return documents.load(Path(arm_dir) / "arm.json", "arm")
+
+
+def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall | None:
+    """The installed arm; None when its arm.json cannot be read as a manifest (it is then
+    installed again: an arm of the cache, never a traceback)."""
+    try:
+        manifest = read_manifest(path)
+    except documents.DocumentError:
+        return None
+    return ArmInstall(arm, runtime, path.name, path, manifest["version"], tuple(manifest["notes"]))
 
 
 def materialise_all(
