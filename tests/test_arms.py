@@ -130,3 +130,23 @@ def test_a_bad_manifest_names_its_file_and_key(fake_matrix, fake_cache):
         arms.read_manifest(inst.dir)
     assert str(err.value).startswith(f"{inst.dir / 'arm.json'}: key: ")
 
+
+def test_plan_trusts_only_an_arm_whose_files_did_not_change(fake_matrix, fake_cache):
+    """verify_all(trust_unchanged=True), as mlagate plan calls it, skips hashing an arm whose
+    files stand as at its last full check; a write is seen even with the size and mtime put
+    back (ctime), and the arm is then hashed and refused."""
+    import os
+
+    arm, rt = _arm(fake_matrix)
+    inst = arms.materialise(arm, rt, fake_cache)
+    assert not arms._unchanged(inst.dir), "never checked: hashed"
+    arms.verify_all({arm.id: inst}, trust_unchanged=True)
+    assert arms._unchanged(inst.dir)
+    target = inst.site / "fakemla" / "models" / "good.py"
+    st = target.stat()
+    data = target.read_bytes()
+    target.write_bytes(bytes([data[0] ^ 1]) + data[1:])  # same size
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
+    assert not arms._unchanged(inst.dir)
+    with pytest.raises(arms.ArmError, match="good.py changed since install"):
+        arms.verify_all({arm.id: inst}, trust_unchanged=True)

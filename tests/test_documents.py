@@ -257,3 +257,20 @@ def test_no_document_is_read_past_the_loader(tmp_path):
     planted = tmp_path / "arms.py"  # as arms.py read arm.json before
     planted.write_text('import json\nm = json.loads(open("arm.json").read())\n')
     assert json_readers(tmp_path) == [("arms.py", 2)]
+
+
+def test_every_shipped_schema_is_a_valid_json_schema():
+    """The loader trusts the shipped schemas (checking them on every load cost plan a third of
+    its time); this checks each against its metaschema."""
+    from importlib import resources
+
+    import jsonschema
+
+    folder = resources.files("mlagate").joinpath("schemas")
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    assert {f"{kind}.json" for kind in documents.KINDS} <= set(names)
+    for name in names:
+        schema = json.loads(folder.joinpath(name).read_text(encoding="utf-8"))
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        jsonschema.Draft202012Validator.check_schema({"type": "no such type"})

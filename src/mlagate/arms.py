@@ -150,15 +150,82 @@ def _installed(final: Path) -> bool:
     return (final / "arm.json").is_file() and (final / packs.CONTENT).is_file()
 
 
-def verify_all(installs: dict[str, ArmInstall]) -> None:
-    """Every arm still matches its content manifest; ArmError naming the first that does not."""
+def verify_all(installs: dict[str, ArmInstall], trust_unchanged: bool = False) -> None:
+    """Every arm still matches its content manifest; ArmError naming the first that does not.
+    trust_unchanged (mlagate plan, which runs no arm): an arm none of whose files changed since
+    its last full check (each file's size, mtime, ctime, inode and mode as then) is not hashed
+    again; mlagate run always hashes every file."""
     for inst in installs.values():
         try:
+            if trust_unchanged and _unchanged(inst.dir):
+                continue
+            before = _stats(inst.dir)
             packs.verify(inst.dir)
+            _remember(inst.dir, before)
         except packs.PackError as exc:
             raise ArmError(
                 inst.arm.id, f"{exc}; refusing to run it (reinstall: delete {inst.dir})"
             ) from None
+
+
+def _verified_path(arm_dir: Path) -> Path:
+    return arm_dir.parent.parent / "scans" / f"{arm_dir.name}.verified.json"  # CACHE/scans
+
+
+def _stats(arm_dir: Path) -> tuple[str, str]:
+    """sha256 of the content manifest, and of every file's name and stat (what a write, a
+    rename or a chmod changes: ctime cannot be set back)."""
+    h = hashlib.sha256()
+    todo = [str(arm_dir)]
+    while todo:
+        top = todo.pop()
+        with os.scandir(top) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in packs.SKIP_DIRS:
+                    todo.append(e.path)
+                continue
+            st = e.stat(follow_symlinks=False)
+            h.update(
+                f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0"
+                f"{st.st_mode}\n".encode("utf-8", "surrogateescape")
+            )
+    content = hashlib.sha256(documents.read_bytes(arm_dir / packs.CONTENT)).hexdigest()
+    return content, h.hexdigest()
+
+
+def _unchanged(arm_dir: Path) -> bool:
+    """Whether the arm's files stand as at its last full check (and a signed arm's signature is
+    still the pack key's)."""
+    try:
+        record = documents.load(_verified_path(arm_dir), "arm-verified")
+        content, stats = _stats(arm_dir)
+    except (documents.DocumentError, OSError):
+        return False
+    if (record["key"], record["content"], record["stats"]) != (arm_dir.name, content, stats):
+        return False
+    key = packs.signing_key() if (arm_dir / packs.SIGNATURE).exists() else None
+    if key is not None:
+        packs.check_signature(arm_dir, key)
+    return True
+
+
+def _remember(arm_dir: Path, before: tuple[str, str]) -> None:
+    """Record the arm's files as they stood through a full check, if nothing changed while it
+    ran (nothing on a read-only cache)."""
+    try:
+        content, stats = _stats(arm_dir)
+        if (content, stats) != before:
+            return
+        path = _verified_path(arm_dir)
+        doc = {"schema": documents.KINDS["arm-verified"], "key": arm_dir.name}
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({**doc, "content": content, "stats": stats}), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, documents.DocumentError):
+        pass
 
 
 def read_manifest(arm_dir: Path) -> dict:
