@@ -164,15 +164,18 @@ def test_an_arm_scan_is_kept_keyed_by_the_arm_content_and_rebuilt_when_it_does_n
 ):
     first = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
     assert first.returncode == 0, first.stderr
-    scans = sorted(fake_cache.glob("scans/*.json"))
-    assert scans, "the arm scans are kept beside the arms"
+    kept = sorted(fake_cache.glob("scans/*.json"))
+    checks = [p for p in kept if p.name.endswith(".verified.json")]  # arms.verify_all's records
+    scans = [p for p in kept if p not in checks]
+    assert scans and checks, "the arm scans and checks are kept beside the arms"
     doc = json.loads(scans[0].read_text())
     assert doc["schema"] == "mlagate.arm-scan/1" and doc["key"] == scans[0].stem
-    for s in scans:
+    for s in kept:
         s.write_text("{not json")
     again = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
     assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
     assert json.loads(scans[0].read_text())["key"] == scans[0].stem  # scanned and kept again
+    assert json.loads(checks[0].read_text())["schema"] == "mlagate.arm-verified/1"  # hashed
 
 
 def _row2(case, verdict, expected, control=False, kinds=(), got=(), attempts=(), retry=False):
