@@ -112,7 +112,7 @@ def test_a_materialising_arm_fails_the_marginal_cost_gate(perf):
     proc, _, _ = runs["stock"]
     stock = rows[("marginal_cost", "fake-stock")]
     assert stock["verdict"] == "fail" and "decode steps" in stock["reason"]
-    assert stock["metrics"]["gate"]["ci"][0] > 1.5 and stock["metrics"]["growth"]["ratio"] > 2
+    assert stock["metrics"]["gate"]["ci"][0] > 1.5  # the interval of the paired ratio
     assert stock["metrics"]["sequential"]["stopped"] == "decided"
     assert proc.returncode == 0, proc.stdout[-3000:]  # a control failing as it must: green
 
