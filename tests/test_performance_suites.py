@@ -59,6 +59,8 @@ def perf(tmp_path_factory):
 
 
 def test_the_fixed_arm_passes_every_performance_suite_and_the_run_exits_0(perf):
+    from mlagate.report.catalogue import Catalogue
+
     runs, rows, _ = perf
     proc, fixed, _ = runs["fixed"]
     assert {s for s, _ in fixed} == set(SUITES), sorted(fixed)
@@ -67,6 +69,7 @@ def test_the_fixed_arm_passes_every_performance_suite_and_the_run_exits_0(perf):
         seq = r["metrics"]["sequential"]  # the budget and the samples used, in every result
         assert seq["stopped"] == "decided" and 0 < seq["used_s"] <= r["duration_s"] + 1
         assert seq["budget_s"] > 0 and seq["samples"] > 0
+        assert Catalogue.shipped().entries[suite].descriptor.typed(r), suite  # metrics schema
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
