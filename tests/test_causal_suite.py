@@ -191,6 +191,59 @@ def test_mask_operators_find_every_site_by_ast(tmp_path):
     assert [m.id for m in again] == [m.id for m in mutants]  # no line numbers in the ids
 
 
+VALIDITY = """
+import mlx.core as mx
+
+
+def select(pool_valid, ends, positions, scores):
+    candidates = pool_valid[:, None] & (ends[:, None] <= positions[None])
+    return mx.where(candidates, scores, -1e9)
+
+
+class C:
+    def validate_speculation(self, n):
+        ok = n < self.size
+        return ok
+
+    def __call__(self, idx, n):
+        valid = (idx >= 0) & (idx < n)
+        valid_lengths = idx < n
+        return self.sdpa(idx, mask=valid[:, None]), valid_lengths
+
+
+class MoE:
+    def __call__(self, topk_indices):
+        mask = topk_indices >= self.n_routed_experts
+        return mx.where(mask, 0, topk_indices)
+"""
+
+
+def test_validity_arrays_and_where_conditions_are_masks(tmp_path):
+    """glm5_next's masks are called valid / pool_valid, or are only handed to mx.where as its
+    condition (candidates); validate_* and valid_lengths are not masks, nor is a MoE routing
+    mask (a term that names experts)."""
+    site = _site(tmp_path)
+    (site / "rt/models/c.py").write_text(VALIDITY)
+    mutants = operators.generate_many(
+        "p", site, [("rt/c", "rt.models.c", "C")], list(operators.MASK_OPERATORS)
+    )
+    ids = {m.id for m in mutants if m.file == "rt/models/c.py"}
+    assert ids == {
+        "mask_drop_term: pool_valid[:, None] & (ends[:, None] <= positions[None]) -> "
+        "ends[:, None] <= positions[None] @ rt/models/c.py::select",
+        "mask_drop_term: pool_valid[:, None] & (ends[:, None] <= positions[None]) -> "
+        "pool_valid[:, None] @ rt/models/c.py::select",
+        "mask_compare: ends[:, None] <= positions[None] -> ends[:, None] < positions[None] @ "
+        "rt/models/c.py::select",
+        "mask_drop_term: (idx >= 0) & (idx < n) -> idx < n @ rt/models/c.py::C.__call__",
+        "mask_drop_term: (idx >= 0) & (idx < n) -> idx >= 0 @ rt/models/c.py::C.__call__",
+        "mask_compare: idx >= 0 -> idx > 0 @ rt/models/c.py::C.__call__",
+        "mask_compare: idx < n -> idx <= n @ rt/models/c.py::C.__call__",
+        "mask_none: self.sdpa(idx, mask=valid[:, None]) -> self.sdpa(idx, mask=None) @ "
+        "rt/models/c.py::C.__call__",
+    }
+
+
 @pytest.mark.mutate
 def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
     """pooled.py's one mask site (a pool window is `visible` once complete: `<=` made `<`) hides
