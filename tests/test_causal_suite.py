@@ -246,8 +246,10 @@ def test_validity_arrays_and_where_conditions_are_masks(tmp_path):
 
 @pytest.mark.mutate
 def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
-    """pooled.py's one mask site (a pool window is `visible` once complete: `<=` made `<`) hides
-    a query's own window in the step it completes: the causal suite kills it."""
+    """pooled.py's mask comparisons: a pool window is `visible` once complete (`<=` made `<`
+    hides a query's own window in the step it completes), and a token is `chosen` only inside a
+    complete window (`tok < P * kpool` made `<=`: a condition of mx.where, so a mask): the
+    causal suite kills both."""
     out = tmp_path / "out"
     proc = cli(
         "mutate",
@@ -259,9 +261,14 @@ def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     doc = killmatrix.load(out / "kill-matrix.json")
     assert doc["complete"] and doc["suites"] == ["causal"]
-    (m,) = doc["mutants"]
-    assert (
+    ms = doc["mutants"]
+    assert sorted(m["before"] for m in ms) == [
+        "((mx.arange(P) + 1) * self.kpool)[ None ] <= pos + 1",
+        "tok < P * self.kpool",
+    ]
+    assert all(
         m["operator"] == "mask_compare" and m["status"] == "killed" and m["killed_by"] == ["causal"]
+        for m in ms
     )
 
 
