@@ -11,6 +11,7 @@ from pathlib import Path
 from mlagate.commands import args as cargs
 from mlagate.gate import planning, shard
 from mlagate.gate.errors import UsageError
+from mlagate.gate.reuse import apply, store
 from mlagate.matrix import default_path, load
 from mlagate.plan import Selection
 
@@ -46,6 +47,7 @@ def add_parser(sub) -> None:
         default=None,
         help="cost table for balancing shards (default: the bundled costs.json)",
     )
+    store.options(p, run=False)
 
 
 def github(args) -> int:
@@ -102,6 +104,8 @@ def main(args) -> int:
         print(planning.footer(outcome.cases, shard.load_costs(args.costs) if args.costs else None))
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
+        if args.reuse is not None:
+            print(apply.plan_line(matrix, outcome, backend, args.reuse))
     for gap in outcome.gaps:
         print(
             f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not "

@@ -121,6 +121,7 @@ def _print_replays(rows) -> None:
 
 
 def _execute(args, matrix, selection, backend, runner, target, spec, costs):
+    store, read = runopts.reuse_store(args)
     return execute.run(
         matrix,
         selection,
@@ -136,6 +137,8 @@ def _execute(args, matrix, selection, backend, runner, target, spec, costs):
         cpu=args.cpu,
         verbose=args.verbose,
         only=target.ids if target else None,
+        reuse=store,
+        reuse_read=read,
     )
 
 

@@ -1,4 +1,5 @@
-"""mlagate run's own options: --resume, --failed, -v; and what it prints after the table."""
+"""mlagate run's own options: --resume, --failed, -v, --reuse / --no-reuse; and what it prints
+after the table."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from mlagate import results
 from mlagate.gate import health, resume
 from mlagate.gate import run as execute
+from mlagate.gate.reuse import store
 
 DEFAULT_OUT = Path("reports/latest")
 
@@ -46,6 +48,13 @@ def options(p: argparse.ArgumentParser) -> None:
         help="keep the verdicts of performance suites timed on a machine unfit by mlagate "
         "health --performance (each result records the override; without it they are invalid)",
     )
+    store.options(p)
+
+
+def reuse_store(args) -> tuple[Path | None, bool]:
+    """The result store of a run (--reuse STORE) and whether it reads from it (not with
+    --no-reuse, which measures every case and still stores the results)."""
+    return getattr(args, "reuse", None), not getattr(args, "no_reuse", False)
 
 
 class Refused(ValueError):
