@@ -287,7 +287,7 @@ def special_files(folder: Path) -> list[tuple[str, Path]]:
     ]
 
 
-def judge(variant: Variant, load, path: Path, max_s: float = 5.0) -> list[str]:
+def judge(variant: Variant, load, path: Path, max_s: float = 30.0) -> list[str]:
     """Problems of one variant run through load(path): a crash, a hang, an internal repr, a
     message of more than one line, or a variant that must be refused being accepted."""
     import time

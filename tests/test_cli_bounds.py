@@ -123,7 +123,8 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     os.close(read_end)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "mlagate", "plan", "--matrix", str(FAKE_MATRIX), "--format", "json"],
+            [sys.executable, "-m", "mlagate", "plan", "--matrix", str(FAKE_MATRIX)]
+            + ["--format", "json"],
             stdout=write_end,
             stderr=subprocess.PIPE,
             timeout=120,

@@ -31,6 +31,7 @@ from mlagate.gate.healthparse import (
     parse_thermal,
     parse_vm_stat,
 )
+from mlagate.worker import blas
 
 GIB = 1024**3
 
@@ -246,7 +247,21 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
         )
     if backend == "cuda":
         checks += _cuda(system, performance)
+    if backend == "cpu":
+        checks.append(_blas(dict(os.environ)))
     return checks
+
+
+def _blas(env: dict[str, str]) -> Check:
+    """The BLAS the workers will preload (mlagate.worker.blas): MLX's own reference BLAS is
+    about 20x slower in matmuls, so it only ever warns; a choice naming nothing fails."""
+    try:
+        lib = blas.chosen_library(env)
+    except blas.BlasChoiceError as exc:
+        return Check("blas", "fail", str(exc))
+    if lib is None and blas.BLAS_ENV not in env and "LD_PRELOAD" not in env:
+        return Check("blas", "warn", "MLX's reference BLAS (install libopenblas0-pthread)")
+    return Check("blas", "ok", f"preloads {lib}" if lib else "as LD_PRELOAD or MLAGATE_BLAS say")
 
 
 def _load(system: System, performance: bool) -> Check:

@@ -1,10 +1,13 @@
-"""Checks in the parent before any worker starts: can MLX run here at all?"""
+"""Checks in the parent before any worker starts: can MLX run here at all, with the BLAS the
+workers will preload (mlagate.worker.blas)?"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+from mlagate.worker import blas
 
 # Importing MLX and evaluating on the CPU: what an install without a backend library fails.
 # A declared GPU backend the worker does not run is the cases' business (invalid, per case).
@@ -25,9 +28,13 @@ def remedy() -> str:
 
 
 def check(python: str | None = None, timeout: float = 120) -> None:
-    """Import MLX and evaluate one array in a fresh interpreter, as a worker will."""
+    """Import MLX and evaluate one array in a fresh interpreter, as a worker will (its BLAS
+    preloaded: a library that cannot load fails here, not in every case)."""
     cmd = [python or sys.executable, "-c", PROBE]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        env = blas.worker_env({**os.environ, "PYTHONUNBUFFERED": "1"})
+    except blas.BlasChoiceError as exc:
+        raise PreflightError(str(exc)) from None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:

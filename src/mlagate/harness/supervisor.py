@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from mlagate.arms import ArmInstall
+from mlagate.worker import blas
 from mlagate.worker.activation import worker_env
 from mlagate.worker.server import PIN_ENV
 
@@ -129,7 +130,7 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             pass_fds=(child_rx, child_tx),
             start_new_session=True,
-            env=worker_env({**os.environ, **(env or {})}, install.arm.activate),
+            env=worker_env(blas.worker_env({**os.environ, **(env or {})}), install.arm.activate),
         )
         os.close(child_rx)
         os.close(child_tx)
