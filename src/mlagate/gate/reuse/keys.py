@@ -55,14 +55,27 @@ def digest(data) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@functools.cache
+def _stamp(path: Path) -> tuple:
+    st = path.stat()
+    return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def file_sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return _sha(_stamp(path))
 
 
 @functools.cache
+def _sha(stamp: tuple) -> str:  # a file read once while it is unchanged
+    return hashlib.sha256(Path(stamp[0]).read_bytes()).hexdigest()
+
+
 def _imports(path: Path) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
-    return tuple(Source.read(path).modules)
+    return _read_imports(_stamp(path))
+
+
+@functools.cache
+def _read_imports(stamp: tuple) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    return tuple(Source.read(Path(stamp[0])).modules)
 
 
 def _file_of(root: Path, dotted: str) -> Path | None:
@@ -134,19 +147,18 @@ def runtime_files(inst: ArmInstall, import_path: str) -> dict[str, str]:
     return files
 
 
-@functools.cache
-def harness_files() -> dict[str, str]:
+def harness_files(package: Path = PACKAGE) -> dict[str, str]:
     """The mlagate code a suite runs through: the harness, the worker, and every mlagate module
     they import (their package inits included), by content."""
     starts = [
-        _dotted(PACKAGE.parent, p)
+        _dotted(package.parent, p)
         for sub in ("harness", "worker")
-        for p in sorted((PACKAGE / sub).glob("*.py"))
+        for p in sorted((package / sub).glob("*.py"))
     ]
-    return closure(PACKAGE.parent, starts, {"mlagate"}, inits=True)
+    return closure(package.parent, starts, {"mlagate"}, inits=True)
 
 
-def suite_files(matrix: Matrix, suite: str) -> dict[str, str]:
+def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str, str]:
     """The suite's test body, its contract beside it, and the mlagate modules it imports."""
     s = matrix.suites[suite]
     path = s.path or bundled("suites") / s.kind / f"test_{suite}.py"
@@ -156,7 +168,7 @@ def suite_files(matrix: Matrix, suite: str) -> dict[str, str]:
         "contract": file_sha(contract) if contract.is_file() else "absent",
     }
     starts = [m for lv, m, _ in _imports(path) if lv == 0 and m.split(".")[0] == "mlagate"]
-    own = closure(PACKAGE.parent, starts, {"mlagate"}, inits=True) if starts else {}
+    own = closure(package.parent, starts, {"mlagate"}, inits=True) if starts else {}
     return out | {f"imports/{k}": v for k, v in own.items()}
 
 
@@ -281,12 +293,19 @@ class Deriver:
     """Keys for the cases of one run (files read once, whatever the number of cases)."""
 
     def __init__(
-        self, matrix: Matrix, installs: dict[str, ArmInstall], backend: str, identity=None
+        self,
+        matrix: Matrix,
+        installs: dict[str, ArmInstall],
+        backend: str,
+        identity: dict | None = None,
+        package: Path = PACKAGE,
     ):
-        self.matrix, self.installs = matrix, installs
+        self.matrix, self.installs, self.package = matrix, installs, package
         self.mlx = digest(mlx_data(backend))
+        self.harness = digest(harness_files(package))
         self.identity = identity if identity is not None else runner_identity()
         self._runtime: dict[tuple[str, str], str] = {}
+        self._suite: dict[str, str] = {}
 
     def _runtime_of(self, arm: str, import_path: str) -> str:
         if (arm, import_path) not in self._runtime:
@@ -296,13 +315,18 @@ class Deriver:
             )
         return self._runtime[(arm, import_path)]
 
+    def _suite_of(self, suite: str) -> str:
+        if suite not in self._suite:
+            self._suite[suite] = digest(suite_files(self.matrix, suite, self.package))
+        return self._suite[suite]
+
     def key(self, case: Case) -> Key:
         m = self.matrix
         import_path = m.modules[case.module].import_path
         parts = {
             "runtime": self._runtime_of(case.arm, import_path),
-            "suite": digest(suite_files(m, case.suite)),
-            "harness": digest(harness_files()),
+            "suite": self._suite_of(case.suite),
+            "harness": self.harness,
             "matrix": digest(case_entry(m, case)),
             "mlx": self.mlx,
         }
