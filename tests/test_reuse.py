@@ -256,3 +256,51 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     nothing = run_cli(*base, "--no-reuse", "--out", tmp_path / "full2", cache=fake_cache)
     assert "reuse: 0 of 8" in nothing.stderr
     assert not any(r.get("reused") for r in _rows(tmp_path / "full2").values())
+
+
+def test_a_head_run_measures_only_the_head_cases_whose_keys_changed(tmp_path, run_cli, fake_cache):
+    from tests.fakert import git, runtime_repo
+    from tests.test_headbase import verdicts
+
+    where = tmp_path / "m"
+    where.mkdir()
+    shutil.copy(FIXTURES / "gate" / "matrix.yaml", where / "matrix.yaml")
+    shutil.copy(FIXTURES / "fake-fix.patch", where / "fake-fix.patch")
+    shutil.copytree(FIXTURES / "fakemla-tree", where / "fakemla-tree")
+    repo = runtime_repo(tmp_path / "rt", "fix")
+    st = tmp_path / "store"
+
+    def head_run(out):
+        return run_cli(
+            "run", "--head", repo, "--base", "main", "--matrix", where / "matrix.yaml",
+            "--kind", "correctness", "--reuse", st, "--out", out, cache=fake_cache,
+        )  # fmt: skip
+
+    git(repo, "checkout", "--quiet", "main")  # main's own gate: head and base are main
+    first = head_run(tmp_path / "main")
+    assert first.returncode == 0, first.stdout + first.stderr
+    main_commit = git(repo, "rev-parse", "main")
+
+    git(repo, "checkout", "--quiet", "pr")  # the pull request changes good.py
+    pr = head_run(tmp_path / "pr")
+    assert pr.returncode == 0, pr.stdout + pr.stderr
+    rows = _rows(tmp_path / "pr")
+    reused = {(r["suite"], r["arm"]) for r in rows.values() if r.get("reused")}
+    assert reused == {("dispatch", "base")}  # base's from the store; head's measured
+    base = next(r for r in rows.values() if r["arm"] == "base")
+    assert base["reused"]["commit"] == main_commit
+    assert verdicts(tmp_path / "pr") == {
+        ("dispatch", "head"): "pass",
+        ("dispatch", "base"): "fail",
+        ("l1_unchanged", "head"): "pass",
+    }
+    assert "fixes 1, breaks 0" in pr.stdout
+
+    git(repo, "checkout", "--quiet", "-b", "docs", "main")  # touches no file a case runs
+    init = repo / "fakemla" / "__init__.py"
+    init.write_text('"""The fake runtime (an unrelated edit)."""\n' + init.read_text())
+    git(repo, "commit", "--quiet", "-am", "docs")
+    docs = head_run(tmp_path / "docs")
+    assert docs.returncode == 0, docs.stdout + docs.stderr
+    assert all(r.get("reused") for r in _rows(tmp_path / "docs").values())
+    assert "reuse: 3 of 3 cases taken from" in docs.stderr
