@@ -304,3 +304,35 @@ def test_a_head_run_measures_only_the_head_cases_whose_keys_changed(tmp_path, ru
     assert docs.returncode == 0, docs.stdout + docs.stderr
     assert all(r.get("reused") for r in _rows(tmp_path / "docs").values())
     assert "reuse: 3 of 3 cases taken from" in docs.stderr
+
+
+@pytest.mark.arms
+def test_a_real_arm_rekeys_a_module_and_what_imports_it_only(tmp_path, real_cache):
+    """mlx-lm 0.32.2 as installed: deepseek_v3.py re-keys deepseek_v3 and mistral4 (which
+    imports it), on the stock arm and on the patched arm compared with it; llama.py (no
+    registered module imports it) re-keys nothing."""
+    import dataclasses
+
+    m = matrix_mod.load(ROOT / "matrix.yaml")
+    arms = ("mlx-lm-0.32.2", "mlx-lm-0.32.2-patched")
+    out = planning.plan(m, Selection((), (), arms), "quick", "cpu", "linux-cpu", real_cache)
+    cases = [c for c in out.cases if c.evidence != "argued"]
+    stock = out.installs["mlx-lm-0.32.2"]
+    copy = tmp_path / "arm"
+    shutil.copytree(stock.dir / "site", copy / "site", ignore=shutil.ignore_patterns("*.pyc"))
+
+    def keyed() -> dict:
+        installs = {**out.installs, stock.arm.id: dataclasses.replace(stock, dir=copy)}
+        d = keys.Deriver(m, installs, "cpu", identity=IDENTITY)
+        return {c.id: d.key(c).digest for c in cases}
+
+    k0 = keyed()
+    assert len(k0) > 100 and keyed() == k0
+    models = copy / "site" / "mlx_lm" / "models"
+    (models / "llama.py").write_text((models / "llama.py").read_text() + "\n# unrelated\n")
+    assert changed(k0, keyed()) == set()
+    v3 = models / "deepseek_v3.py"
+    v3.write_text(v3.read_text() + "\n# a change\n")
+    k1 = keyed()
+    assert modules_of(changed(k0, k1)) == {"mlx-lm/deepseek_v3", "mlx-lm/mistral4"}
+    assert {i.split("::")[2] for i in changed(k0, k1)} == set(arms)
