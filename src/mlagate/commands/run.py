@@ -121,7 +121,7 @@ def _print_replays(rows) -> None:
 
 
 def _execute(args, matrix, selection, backend, runner, target, spec, costs):
-    store, read = runopts.reuse_store(args)
+    store, read, write = runopts.reuse_store(args)
     return execute.run(
         matrix,
         selection,
@@ -138,7 +138,7 @@ def _execute(args, matrix, selection, backend, runner, target, spec, costs):
         verbose=args.verbose,
         only=target.ids if target else None,
         reuse=store,
-        reuse_read=read,
+        reuse_mode=(read, write),
     )
 
 

@@ -51,10 +51,16 @@ def options(p: argparse.ArgumentParser) -> None:
     store.options(p)
 
 
-def reuse_store(args) -> tuple[Path | None, bool]:
-    """The result store of a run (--reuse STORE) and whether it reads from it (not with
-    --no-reuse, which measures every case and still stores the results)."""
-    return getattr(args, "reuse", None), not getattr(args, "no_reuse", False)
+def reuse_store(args) -> tuple[Path | None, bool, bool]:
+    """The result store of a run (--reuse STORE), whether it reads from it (not with
+    --no-reuse, which measures every case and still stores the results) and whether it writes
+    to it (not with --reuse-read-only)."""
+    store, read_only = getattr(args, "reuse", None), getattr(args, "reuse_read_only", False)
+    if read_only and store is None:
+        raise execute.UsageError("--reuse-read-only: goes with --reuse STORE")
+    if read_only and getattr(args, "no_reuse", False):
+        raise execute.UsageError("--reuse-read-only: does not go with --no-reuse (nothing to do)")
+    return store, not getattr(args, "no_reuse", False), not read_only
 
 
 class Refused(ValueError):

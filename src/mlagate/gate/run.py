@@ -92,7 +92,7 @@ def run(
     verbose: bool = False,
     only: list[str] | None = None,
     reuse: Path | None = None,
-    reuse_read: bool = True,
+    reuse_mode: tuple[bool, bool] = (True, True),
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
 
@@ -103,7 +103,8 @@ def run(
     (mlagate.gate.shard.assign); OUT/manifest.json records what this run was asked to run. cpu pins
     the workers of serial runs to one CPU (mlagate.harness.supervisor.pinned_cpu). With reuse
     (a result store folder) a case whose key has a decisive stored result is not measured
-    (mlagate.gate.reuse); this run's decisive results are stored there.
+    (mlagate.gate.reuse); this run's decisive results are stored there. reuse_mode: whether
+    the store is read (not with --no-reuse) and written (not with --reuse-read-only).
     """
     try:
         pinned_cpu(cpu, under_xdist=False)
@@ -126,7 +127,7 @@ def run(
             cpu,
             verbose,
             only,
-            (reuse, reuse_read),
+            (reuse, *reuse_mode),
         )
 
 
@@ -146,7 +147,7 @@ def _run_held(
     cpu,
     verbose,
     only,
-    reuse=(None, True),
+    reuse=(None, True, True),
 ) -> RunOutcome:
     """mlagate run while it holds OUT; with `only` (a resume), earlier results of OUT stay."""
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
@@ -158,7 +159,7 @@ def _run_held(
     cases, reusing = planned, None
     if reuse[0] is not None:
         cases, reusing = apply.split(
-            matrix, outcome.installs, backend, planned, reuse[0], out, run_id, read=reuse[1]
+            matrix, outcome.installs, backend, planned, reuse[0], out, run_id, *reuse[1:]
         )
     plan_file = runplan.write(
         out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs)

@@ -28,6 +28,7 @@ class Reuse:
     keys: dict[str, Key] = field(default_factory=dict)  # case id: key
     reused: list[str] = field(default_factory=list)  # case ids taken from the store
     commit_of: Callable[[Case], str | None] = lambda case: None
+    write: bool = True  # store this run's decisive results
 
     def line(self, total: int) -> str:
         measured = total - len(self.reused)
@@ -102,10 +103,12 @@ def split(
     out: Path,
     run_id: str | None,
     read: bool = True,
+    write: bool = True,
 ) -> tuple[list[Case], Reuse]:
     """The cases to measure, and the reuse record; the reused cases' results are written.
-    read False (--no-reuse): every case is measured, its key kept to store its result."""
-    reuse = Reuse(Store.at(store_root), commit_of=commits(out, matrix))
+    read False (--no-reuse): every case is measured, its key kept to store its result; write
+    False (--reuse-read-only): nothing will be stored."""
+    reuse = Reuse(Store.at(store_root), commit_of=commits(out, matrix), write=write)
     deriver = Deriver(matrix, installs, backend)
     measured = []
     default = Path(default_path()).resolve()
@@ -130,6 +133,8 @@ def split(
 
 def keep(reuse: Reuse, rows: list[dict], cases: list[Case]) -> int:
     """Store this run's own decisive results; how many were stored."""
+    if not reuse.write:
+        return 0
     by_id = {c.id: c for c in cases}
     stored = 0
     for row in rows:

@@ -62,6 +62,12 @@ def options(p: argparse.ArgumentParser, run: bool = True) -> None:
             action="store_true",
             help="measure every case (with --reuse STORE: the new results are still stored)",
         )
+        p.add_argument(
+            "--reuse-read-only",
+            action="store_true",
+            help="with --reuse STORE: take results from it, store nothing (a pull request's gate "
+            "reads main's results and never writes them)",
+        )
 
 
 def flaky(doc: dict) -> bool:
