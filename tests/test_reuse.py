@@ -143,10 +143,10 @@ def test_harness_files_rekey_every_case_and_other_mlagate_files_none(tree, fake_
 
 def test_mlx_version_and_blas_rekey_every_case(tree, fake_cache, monkeypatch):
     k0 = derive(tree, fake_cache)
-    real = keys.metadata.version
-    monkeypatch.setattr(
-        keys.metadata, "version", lambda name: "0.0.1" if name == "mlx" else real(name)
-    )
+    import importlib.metadata as metadata
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "mlx" else real(name))
     k1 = derive(tree, fake_cache)
     assert changed(k0, k1) == set(k0)
     monkeypatch.setenv("LD_PRELOAD", str(FIXTURES / "fake-fix.patch"))  # another library

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.gate import planning, shard
+from mlagate.gate import planning, reuse, shard
 from mlagate.gate.errors import UsageError
-from mlagate.gate.reuse import apply, store
 from mlagate.matrix import default_path, load
 from mlagate.plan import Selection
 
@@ -47,7 +46,7 @@ def add_parser(sub) -> None:
         default=None,
         help="cost table for balancing shards (default: the bundled costs.json)",
     )
-    store.options(p, run=False)
+    reuse.options(p, run=False)
 
 
 def github(args) -> int:
@@ -105,6 +104,8 @@ def main(args) -> int:
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
         if args.reuse is not None:
+            from mlagate.gate.reuse import apply  # hashing files: only when asked
+
             print(apply.plan_line(matrix, outcome, backend, args.reuse))
     for gap in outcome.gaps:
         print(

@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 from mlagate import results
-from mlagate.gate import health, resume
+from mlagate.gate import health, resume, reuse
 from mlagate.gate import run as execute
-from mlagate.gate.reuse import store
 
 DEFAULT_OUT = Path("reports/latest")
 
@@ -48,7 +47,7 @@ def options(p: argparse.ArgumentParser) -> None:
         help="keep the verdicts of performance suites timed on a machine unfit by mlagate "
         "health --performance (each result records the override; without it they are invalid)",
     )
-    store.options(p)
+    reuse.options(p)
 
 
 def reuse_store(args) -> tuple[Path | None, bool, bool]:

@@ -30,7 +30,6 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import mlagate
@@ -247,6 +246,8 @@ def _size(path: Path) -> int | None:
 
 
 def mlx_data(backend: str) -> dict:
+    from importlib import metadata  # noqa: PLC0415  (its import costs 25 modules: only here)
+
     try:
         version = metadata.version("mlx")
     except metadata.PackageNotFoundError:
