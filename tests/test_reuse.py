@@ -240,6 +240,15 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     assert "reuse: 6 of 8 cases taken from" in again.stderr
     assert "reused: 6 of 8 results taken from the result store" in again.stdout
 
+    report = run_cli("report", tmp_path / "again", "--out", tmp_path / "html")
+    assert report.returncode == 0, report.stderr
+    summary = (tmp_path / "html" / "summary.md").read_text()
+    assert "reused: 6 of 8 results taken from the result store" in summary, summary
+    junit = (tmp_path / "html" / "junit.xml").read_text()
+    assert junit.count("reused: from run " + one["reused"]["run_id"]) == 6, junit
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert "reused: 6 of 8 results" in page
+
     plan = run_cli("plan", "--matrix", fake_matrix, "--reuse", st, cache=fake_cache)
     assert "would take 6 of 8 cases from the store and measure 2" in plan.stdout, plan.stdout
 
