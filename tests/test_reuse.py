@@ -204,6 +204,37 @@ def test_store_keeps_decisive_results_and_ignores_bad_entries(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 4  # one line each
 
 
+def test_a_reused_result_takes_this_runs_names_and_expectation():
+    from mlagate.gate.reuse import apply
+    from mlagate.plan import Case
+    from mlagate.results import Result
+
+    was = Case("probes", "fake/good", "fake-stock", "tiny", "float32", "cpu", "quick", "l", "s")
+    doc = Result(case=was.to_json(), verdict="fail", reason="r").to_json()
+    doc["geometry"] = {"id": "tiny", "r": 64}
+    entry = {
+        "key": "0" * 64,
+        "from": {"run_id": "r1", "commit": "c1", "started": "2026-12-01T00:00:00Z"},
+        "result": doc,
+    }
+    now = Case(
+        "probes", "fake/good", "head", "tiny2", "float32", "cpu", "quick", "l", "s",
+        expected="fail", expectation="a known finding", control=True,
+    )  # fmt: skip
+    out = apply.reused_document(entry, now, "r2", Path("S"), "replay")
+    assert out["case_id"] == now.id and out["arm"] == "head" and out["run_id"] == "r2"
+    assert out["geometry"] == {"id": "tiny2", "r": 64} and out["verdict"] == "fail"
+    assert (out["expected"], out["expectation"], out["control"]) == (
+        "fail",
+        "a known finding",
+        True,
+    )
+    assert out["reused"] == {
+        "run_id": "r1", "commit": "c1", "started": "2026-12-01T00:00:00Z", "key": "0" * 64,
+        "store": "S",
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize("arg", ["", "matrix.yaml", "matrix.yaml/sub"])
 def test_bad_store_arguments_are_one_line_exit_2(arg, run_cli, tmp_path):
     (tmp_path / "matrix.yaml").write_text("x")

@@ -75,6 +75,9 @@ def reused_document(entry: dict, case: Case, run_id: str | None, store: Path, re
         "module": case.module,
         "arm": case.arm,
         "runner": case.runner,
+        # a geometry or checkpoint under another name has the same key: this case's names
+        "geometry": {**(doc.get("geometry") or {}), "id": case.geometry},
+        "checkpoint": case.checkpoint,
         "expected": c["expected"] or "pass",
         "expectation": c["expectation"],
         "control": bool(c["control"]),
