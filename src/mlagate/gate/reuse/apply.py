@@ -144,7 +144,15 @@ def keep(reuse: Reuse, rows: list[dict], cases: list[Case]) -> int:
         key = reuse.keys.get(row["case_id"])
         if key is None or row.get("reused") or row["case_id"] not in by_id:
             continue
-        stored += reuse.store.put(key, row, reuse.commit_of(by_id[row["case_id"]])) is not None
+        try:
+            stored += reuse.store.put(key, row, reuse.commit_of(by_id[row["case_id"]])) is not None
+        except OSError as exc:  # the verdicts stand; only the store is short of them
+            print(
+                f"mlagate: warning: reuse: cannot write to {reuse.store.root}: "
+                f"{exc.strerror or exc}; this run's results were not stored",
+                file=sys.stderr,
+            )
+            return stored
     return stored
 
 
