@@ -235,10 +235,19 @@ def test_a_reused_result_takes_this_runs_names_and_expectation():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("arg", ["", "matrix.yaml", "matrix.yaml/sub"])
-def test_bad_store_arguments_are_one_line_exit_2(arg, run_cli, tmp_path):
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--reuse", ""],
+        ["--reuse", "matrix.yaml"],
+        ["--reuse", "matrix.yaml/sub"],
+        ["--reuse-read-only"],
+        ["--reuse", "s", "--reuse-read-only", "--no-reuse"],
+    ],
+)
+def test_bad_store_arguments_are_one_line_exit_2(args, run_cli, tmp_path):
     (tmp_path / "matrix.yaml").write_text("x")
-    proc = run_cli("run", "--reuse", arg, "--out", tmp_path / "o", cwd=tmp_path)
+    proc = run_cli("run", *args, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "--reuse" in proc.stderr, proc.stderr
 
@@ -310,10 +319,10 @@ def test_a_head_run_measures_only_the_head_cases_whose_keys_changed(tmp_path, ru
     repo = runtime_repo(tmp_path / "rt", "fix")
     st = tmp_path / "store"
 
-    def head_run(out):
+    def head_run(out, *more):
         return run_cli(
             "run", "--head", repo, "--base", "main", "--matrix", where / "matrix.yaml",
-            "--kind", "correctness", "--reuse", st, "--out", out, cache=fake_cache,
+            "--kind", "correctness", "--reuse", st, "--out", out, *more, cache=fake_cache,
         )  # fmt: skip
 
     git(repo, "checkout", "--quiet", "main")  # main's own gate: head and base are main
@@ -322,7 +331,10 @@ def test_a_head_run_measures_only_the_head_cases_whose_keys_changed(tmp_path, ru
     main_commit = git(repo, "rev-parse", "main")
 
     git(repo, "checkout", "--quiet", "pr")  # the pull request changes good.py
-    pr = head_run(tmp_path / "pr")
+    stored = sorted((st / "results").iterdir())
+    assert len(stored) == 3
+    pr = head_run(tmp_path / "pr", "--reuse-read-only")  # reads main's results, writes none
+    assert sorted((st / "results").iterdir()) == stored
     assert pr.returncode == 0, pr.stdout + pr.stderr
     rows = _rows(tmp_path / "pr")
     reused = {(r["suite"], r["arm"]) for r in rows.values() if r.get("reused")}

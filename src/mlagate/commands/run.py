@@ -153,6 +153,7 @@ def main(args) -> int:
 
 
 def _main(args) -> int:
+    runopts.reuse_store(args)  # --reuse options that do not go together: before anything runs
     target = runopts.resume_target(args)
     if args.head is None and target is None:
         headrun.retire(args.out)  # a plain run in a head run's OUT is no head run
