@@ -71,7 +71,9 @@ def github(args) -> int:
             f"--profile: unknown profile {args.profile!r} (matrix has {', '.join(matrix.profiles)})"
         )
     costs = shard.load_costs(args.costs) if args.costs else None
-    gate = planning.gate_plan(matrix, runners, args.shards, args.cache, args.profile, costs)
+    gate = planning.gate_plan(
+        matrix, runners, args.shards, args.cache, args.profile, costs, trust_unchanged=True
+    )
     for key, value in gate.outputs().items():
         print(f"{key}={value}")
     if args.manifest:
@@ -87,7 +89,9 @@ def main(args) -> int:
         raise UsageError("--shards and --manifest go with --format github")
     matrix, backend, runner = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    outcome = planning.plan(matrix, selection, args.profile, backend, runner, args.cache)
+    outcome = planning.plan(
+        matrix, selection, args.profile, backend, runner, args.cache, trust_unchanged=True
+    )
     if args.format == "json":
         print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
     else:

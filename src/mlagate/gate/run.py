@@ -164,7 +164,7 @@ def _run_held(
     plan_file = runplan.write(
         out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs)
     )
-    machine.record(out, "start")
+    started = machine.record(out, "start")
     follow = live.start(
         out, cases, {s: matrix.suites[s].kind for s in matrix.suites}, workers, costs, verbose
     )
@@ -187,7 +187,7 @@ def _run_held(
                 f"{follow.where(kind)})"
             )
     follow.end()
-    machine.record(out, "end")
+    machine.record(out, "end", started)
     wanted = {c.id for c in planned} if only is None else set(resume.planned(out))
     rows = _own_results(out, wanted, only, run_id)
     if reusing is not None:
