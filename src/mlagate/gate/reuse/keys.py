@@ -13,7 +13,8 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
   through (the harness, the worker and every mlagate module they import), by content.
 - `matrix`: the case's resolved entry (suite gates, module config for the arm, geometry,
   checkpoint, profile, dtype, backend, evidence, A/A), without ids that only name things.
-- `mlx`: MLX's version, the backend, the BLAS the worker will load, Python's version.
+- `mlx`: MLX's version, the backend, the BLAS the worker will load (mlagate.worker.blas),
+  Python's version.
 - `runner` (performance suites only): this machine's identity, so a timing is never reused
   on another machine.
 
@@ -28,7 +29,6 @@ import hashlib
 import json
 import os
 import platform
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +43,6 @@ VERSION = 1  # of what a key holds: a change here re-runs everything
 # the runtime modules the worker imports by name, under a module's runtime package
 # (mlagate.worker.stepping, rollback, speculation, importers.REAL_INITS)
 WORKER_IMPORTS = ("models.cache", "speculative.cache_state", "utils", "generate", "processors")
-# the BLAS the worker loads where nothing else is preloaded (Debian's OpenBLAS)
-OPENBLAS = Path("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0")
 PACKAGE = Path(mlagate.__file__).resolve().parent
 
 
@@ -228,13 +226,20 @@ def case_entry(matrix: Matrix, case: Case) -> dict:
 
 
 def blas() -> dict:
-    """The BLAS the worker will load: what LD_PRELOAD names (the worker inherits it), and
-    OpenBLAS where this machine has it (the worker preloads it when present)."""
-    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p]
+    """The BLAS the worker will load: the LD_PRELOAD and thread counts the parent gives it
+    (mlagate.worker.blas, stdlib only: OpenBLAS where present unless MLAGATE_BLAS says
+    otherwise), each library by name and size."""
+    from mlagate.worker import blas as chosen  # noqa: PLC0415  (only when hashing)
+
+    try:
+        env = chosen.worker_env(dict(os.environ))
+    except chosen.BlasChoiceError:
+        env = dict(os.environ)  # the run refuses to start its workers: nothing is reused
+    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p]
     return {
         "ld_preload": [[os.path.basename(p), _size(Path(p))] for p in preload],
-        "openblas": _size(OPENBLAS) if sys.platform.startswith("linux") else None,
-        "threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "threads": {name: env.get(name) for name in chosen.THREADS},
+        "choice": os.environ.get(chosen.BLAS_ENV),
     }
 
 
