@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.gate import planning, shard
+from mlagate.gate import planning, reuse, shard
 from mlagate.gate.errors import UsageError
 from mlagate.matrix import default_path, load
 from mlagate.plan import Selection
@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
         default=None,
         help="cost table for balancing shards (default: the bundled costs.json)",
     )
+    reuse.options(p, run=False)
 
 
 def github(args) -> int:
@@ -106,6 +107,10 @@ def main(args) -> int:
         print(planning.footer(outcome.cases, shard.load_costs(args.costs) if args.costs else None))
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
+        if args.reuse is not None:
+            from mlagate.gate.reuse import apply  # hashing files: only when asked
+
+            print(apply.plan_line(matrix, outcome, backend, args.reuse))
     for gap in outcome.gaps:
         print(
             f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not "
