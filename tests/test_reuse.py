@@ -291,6 +291,13 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
 
     plan = run_cli("plan", "--matrix", fake_matrix, "--reuse", st, cache=fake_cache)
     assert "would take 6 of 8 cases from the store and measure 2" in plan.stdout, plan.stdout
+    as_json = run_cli(
+        "plan", "--matrix", fake_matrix, "--reuse", st, "--format", "json", cache=fake_cache
+    )
+    assert len(json.loads(as_json.stdout)) == 8  # stdout stays the plan document
+    assert "would take 6 of 8 cases" in as_json.stderr, as_json.stderr
+    github = run_cli("plan", "--matrix", fake_matrix, "--reuse", st, "--format", "github")
+    assert github.returncode == 2 and "--reuse goes with --format table or json" in github.stderr
 
     # a tampered entry is ignored, one line, and its case measured again
     entry = next((st / "results").glob("*.json"))
