@@ -2,6 +2,7 @@
 the store ignores a bad entry with one line, a reused run's verdicts equal a full run's."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -265,7 +266,10 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     full = run_cli(*base, "--out", tmp_path / "full", cache=fake_cache)
     first = _rows(tmp_path / "full")
     assert not any(r.get("reused") for r in first.values())
+    for entry in (st / "results").glob("*.json"):
+        os.utime(entry, (0, 0))  # a reuse touches its entry, so cleanup.sh keeps what is in use
     again = run_cli(*base, "--out", tmp_path / "again", cache=fake_cache)
+    assert all(e.stat().st_mtime > 0 for e in (st / "results").glob("*.json"))
     second = _rows(tmp_path / "again")
     assert full.returncode == again.returncode == 1, again.stdout + again.stderr
     assert set(first) == set(second)

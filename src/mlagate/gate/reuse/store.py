@@ -87,6 +87,10 @@ class Store:
         if why:
             self._ignore(path, f"not decisive: {why}")
             return None
+        try:
+            os.utime(path)  # in use: runners/cleanup.sh prunes by age
+        except OSError:
+            pass  # a read-only store
         return entry
 
     def put(self, key: Key, doc: dict, commit: str | None) -> Path | None:
