@@ -76,3 +76,77 @@ def test_an_arm_that_fails_to_install_names_the_arm_and_pip(tmp_path):
         match=r"^arm ghost: installing mlx-lm==0.0.999 failed: ERROR: .*mlx-lm==0.0.999",
     ):
         arms.materialise(arm, rt, tmp_path)
+
+
+# arm.json: an mlagate.arm/1 document read through mlagate.documents. The manifests below are
+# verbatim shapes of ones already in arm caches, written before arm.json had a schema field.
+UNVERSIONED = {
+    "first writer": ["arm", "runtime", "source", "patches", "needs", "version", "key", "created"],
+    "with notes": [
+        "arm", "runtime", "source", "patches", "needs", "activate_install", "version", "key",
+        "notes", "created",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(UNVERSIONED))
+def test_a_manifest_without_a_schema_is_upgraded_not_reinstalled(shape, fake_matrix, fake_cache):
+    arm, rt = _arm(fake_matrix)
+    first = arms.materialise(arm, rt, fake_cache)
+    written = json.loads((first.dir / "arm.json").read_text())
+    assert written["schema"] == "mlagate.arm/1"
+    old = {k: written[k] for k in UNVERSIONED[shape]}
+    (first.dir / "arm.json").write_text(json.dumps(old, indent=1))
+    arms.packs.write_content(first.dir)  # as the cache held it: content manifest and all
+    before = (first.dir / "arm.json").stat().st_mtime_ns
+    again = arms.materialise(arm, rt, fake_cache)
+    assert (again.dir, again.version, again.notes) == (first.dir, first.version, ())
+    assert (first.dir / "arm.json").stat().st_mtime_ns == before, "read, not rewritten"
+    manifest = arms.read_manifest(first.dir)
+    assert manifest["schema"] == "mlagate.arm/1" and manifest["notes"] == []
+    arms.packs.verify(first.dir)  # still the files its content manifest names
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{}", "not json", '{"schema": "mlagate.arm/9"}', '{"arm": "x", "version": "tree"}'],
+)
+def test_a_manifest_that_cannot_be_read_is_installed_again(text, fake_matrix, fake_cache):
+    arm, rt = _arm(fake_matrix)
+    first = arms.materialise(arm, rt, fake_cache)
+    (first.dir / "arm.json").write_text(text)
+    again = arms.materialise(arm, rt, fake_cache)
+    assert again.dir == first.dir and again.version == first.version
+    assert arms.read_manifest(again.dir)["key"] == again.key
+    arms.packs.verify(again.dir)
+
+
+def test_a_bad_manifest_names_its_file_and_key(fake_matrix, fake_cache):
+    arm, rt = _arm(fake_matrix)
+    inst = arms.materialise(arm, rt, fake_cache)
+    manifest = json.loads((inst.dir / "arm.json").read_text())
+    (inst.dir / "arm.json").write_text(json.dumps({**manifest, "key": "../../etc"}))
+    with pytest.raises(arms.documents.DocumentError) as err:
+        arms.read_manifest(inst.dir)
+    assert str(err.value).startswith(f"{inst.dir / 'arm.json'}: key: ")
+
+
+def test_plan_trusts_only_an_arm_whose_files_did_not_change(fake_matrix, fake_cache):
+    """verify_all(trust_unchanged=True), as mlagate plan calls it, skips hashing an arm whose
+    files stand as at its last full check; a write is seen even with the size and mtime put
+    back (ctime), and the arm is then hashed and refused."""
+    import os
+
+    arm, rt = _arm(fake_matrix)
+    inst = arms.materialise(arm, rt, fake_cache)
+    assert not arms._unchanged(inst.dir), "never checked: hashed"
+    arms.verify_all({arm.id: inst}, trust_unchanged=True)
+    assert arms._unchanged(inst.dir)
+    target = inst.site / "fakemla" / "models" / "good.py"
+    st = target.stat()
+    data = target.read_bytes()
+    target.write_bytes(bytes([data[0] ^ 1]) + data[1:])  # same size
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
+    assert not arms._unchanged(inst.dir)
+    with pytest.raises(arms.ArmError, match="good.py changed since install"):
+        arms.verify_all({arm.id: inst}, trust_unchanged=True)

@@ -48,6 +48,19 @@ GOOD = {
         "figures": {"a|b|c|d|e": 1.0},
     },
     "arm-content": {"schema": "mlagate.arm-content/1", "files": {"site/x.py": "0" * 64}},
+    "arm": {
+        "schema": "mlagate.arm/1",
+        "arm": "a",
+        "runtime": "r",
+        "source": {"kind": "pypi", "spec": "mlx-lm==0.32.2", "ref": None},
+        "patches": [{"name": "p.patch", "sha256": "0" * 64}],
+        "needs": [],
+        "activate_install": [],
+        "version": "0.32.2",
+        "key": "0123456789abcdef0123",
+        "notes": [],
+        "created": "2026-12-01T22:50:31Z",
+    },
     "merge": {
         "schema": "mlagate.merge/1",
         "sources": ["a"],
@@ -75,6 +88,7 @@ BAD = {  # kind -> (a change to the good document, the key the error names)
     "costs": ({"suites": {"probes": {"default": -1}}}, "suites.probes.default"),
     "figures": ({"counts": {"pass": "<img>"}}, "counts.pass"),
     "arm-content": ({"files": {"x": "not a digest"}}, "files.x"),
+    "arm": ({"patches": [{"name": "p", "sha256": "x"}]}, "patches.0.sha256"),
     "merge": ({"missing": [1]}, "missing.0"),
     "machine": ({"start": {"load_1m": "high"}}, "start.load_1m"),
     "compare": ({"worse": -1}, "worse"),
@@ -183,3 +197,80 @@ def test_history_figures_are_bounded(value, tmp_path):
     path.write_text(json.dumps({**GOOD["figures"], "figures": {"a|b|c|d|e": value}}))
     with pytest.raises(documents.DocumentError, match="figures.a|b|c|d|e"):
         documents.load(path, "figures")
+
+
+def test_an_arm_manifest_without_a_schema_field_is_upgraded(tmp_path):
+    """arm.json as written before it had a schema field (every cache holds some) reads as
+    mlagate.arm/1; one with a key no writer wrote is refused, naming it."""
+    old = {k: v for k, v in GOOD["arm"].items() if k not in ("schema", "notes", "activate_install")}
+    path = tmp_path / "arm.json"
+    path.write_text(json.dumps(old))
+    assert documents.load(path, "arm") == {**GOOD["arm"], "notes": [], "activate_install": []}
+    path.write_text(json.dumps({**old, "extra": 1}))
+    with pytest.raises(documents.DocumentError, match="extra"):
+        documents.load(path, "arm")
+    path.write_text(json.dumps({"version": "tree"}))  # no schema and too few keys: refused
+    with pytest.raises(documents.DocumentError, match=f"^{path}: "):
+        documents.load(path, "arm")
+
+
+# Every json.load(s) outside the loader, and why what it reads is no document of mlagate's.
+NOT_DOCUMENTS = {
+    "documents.py": "the loader itself",
+    "gate/outdir.py": "the output folder's lock file (who holds it, for the refusal's text)",
+    "harness/events.py": "the case each worker runs now (live, rewritten as it goes)",
+    "harness/supervisor.py": "the worker protocol's lines",
+    "harness/context.py": "--mlagate-cases: a list of case ids mlagate run passes to pytest",
+    "results.py": "the health record mlagate run passes in the environment",
+    "mutate/run.py": "a copy of a dict; the parent verdict cache (rebuilt when unreadable)",
+    "worker/activation.py": "the activation spec in the environment",
+    "worker/building.py": "a checkpoint's config.json (the model's, not mlagate's)",
+    "worker/server.py": "the worker protocol's lines",
+}
+
+
+def json_readers(root):
+    """(module path, line) of every json.load / json.loads call under root."""
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(func, ast.Attribute)
+                and func.attr in ("load", "loads")
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "json"
+            ):
+                found.append((path.relative_to(root).as_posix(), node.lineno))
+    return found
+
+
+def test_no_document_is_read_past_the_loader(tmp_path):
+    from pathlib import Path
+
+    src = Path(documents.__file__).parent
+    stray = [f"{m}:{line}" for m, line in json_readers(src) if m not in NOT_DOCUMENTS]
+    assert not stray, f"read these through mlagate.documents: {stray}"
+    planted = tmp_path / "arms.py"  # as arms.py read arm.json before
+    planted.write_text('import json\nm = json.loads(open("arm.json").read())\n')
+    assert json_readers(tmp_path) == [("arms.py", 2)]
+
+
+def test_every_shipped_schema_is_a_valid_json_schema():
+    """The loader trusts the shipped schemas (checking them on every load cost plan a third of
+    its time); this checks each against its metaschema."""
+    from importlib import resources
+
+    import jsonschema
+
+    folder = resources.files("mlagate").joinpath("schemas")
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    assert {f"{kind}.json" for kind in documents.KINDS} <= set(names)
+    for name in names:
+        schema = json.loads(folder.joinpath(name).read_text(encoding="utf-8"))
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        jsonschema.Draft202012Validator.check_schema({"type": "no such type"})

@@ -24,8 +24,16 @@ def _file(tar, name, data=b"x = 1\n", mode=0o644):
     tar.addfile(info, io.BytesIO(data))
 
 
+def _manifest(key: str) -> bytes:
+    """An arm.json as an install of an older mlagate wrote it (no schema field)."""
+    source = {"kind": "path", "spec": "/x/fakemla-tree", "ref": None}
+    fields = {"arm": "fake-stock", "runtime": "fakemla", "source": source, "patches": []}
+    fields.update(needs=[], version="tree", key=key, created="2026-12-01T22:50:31Z")
+    return json.dumps(fields).encode()
+
+
 def _good_arm(tar, key=KEY, files=None, signed=True):
-    files = files or {"site/fakemla/__init__.py": b"", "arm.json": b'{"version": "tree"}'}
+    files = files or {"site/fakemla/__init__.py": b"", "arm.json": _manifest(key)}
     digest = {rel: __import__("hashlib").sha256(data).hexdigest() for rel, data in files.items()}
     content = json.dumps({"schema": packs.CONTENT_SCHEMA, "files": digest}).encode()
     _file(tar, f"arms/{key}/{packs.CONTENT}", content)

@@ -164,12 +164,61 @@ def test_an_arm_scan_is_kept_keyed_by_the_arm_content_and_rebuilt_when_it_does_n
 ):
     first = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
     assert first.returncode == 0, first.stderr
-    scans = sorted(fake_cache.glob("scans/*.json"))
-    assert scans, "the arm scans are kept beside the arms"
+    kept = sorted(fake_cache.glob("scans/*.json"))
+    checks = [p for p in kept if p.name.endswith(".verified.json")]  # arms.verify_all's records
+    scans = [p for p in kept if p not in checks]
+    assert scans and checks, "the arm scans and checks are kept beside the arms"
     doc = json.loads(scans[0].read_text())
     assert doc["schema"] == "mlagate.arm-scan/1" and doc["key"] == scans[0].stem
-    for s in scans:
+    for s in kept:
         s.write_text("{not json")
     again = run_cli("plan", "--matrix", fake_matrix, "--format", "json", cache=fake_cache)
     assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
     assert json.loads(scans[0].read_text())["key"] == scans[0].stem  # scanned and kept again
+    assert json.loads(checks[0].read_text())["schema"] == "mlagate.arm-verified/1"  # hashed
+
+
+def _row2(case, verdict, expected, control=False, kinds=(), got=(), attempts=(), retry=False):
+    """A mlagate.result/2 row of the probes suite."""
+    failure = {"kind": got[0], "kinds": list(got), "details": {}} if verdict == "fail" else None
+    return {
+        **_row(verdict, expected, control, case=case),
+        "schema": "mlagate.result/2",
+        "arm": case.split("::")[2],
+        "reason": "r",
+        "expected_kinds": list(kinds),
+        "retry": retry,
+        "failure": failure,
+        "attempts": list(attempts),
+        "health": None,
+    }
+
+
+def test_a_changed_failure_and_a_flaky_case_have_chips_of_their_own(tmp_path):
+    """Each red outcome is told by its symbol and word, not only by colour, and leads the
+    failing-cases table (before invalid and expected failures)."""
+    import re
+
+    failed = {"run_id": "r1", "verdict": "fail", "failure": None, "reason": "x", "started": None}
+    case = "probes::m::{}::g::float32::cpu".format
+    rows = [
+        _row2(case("a-stock"), "fail", "fail", True, ["wrong_path"], ["wrong_path"]),
+        _row2(case("b-stock"), "fail", "fail", True, ["wrong_path"], ["runtime_raised"]),
+        _row2(case("c-patched"), "pass", "pass", attempts=[failed]),
+        _row2(case("d-patched"), "pass", "pass", attempts=[failed], retry=True),
+        _row2(case("e-stock"), "pass", "fail", True, ["wrong_path"]),
+    ]
+    src = write_results(tmp_path / "run", rows)
+    report_build.build([src], tmp_path / "html", commit="abc")
+    html = (tmp_path / "html" / "index.html").read_text()
+    chip = r'<a class="chip v-([a-z-]+)[^"]*" [^>]*aria-label="([^"]+)"[^>]*>([^<]*)</a>'
+    assert sorted(re.findall(chip, html)) == [
+        ("changed-failure", "changed failure (another kind than the expected one)", "\u2260"),
+        ("expected", "expected fail", "\u2298"),
+        ("flaky", "flaky (failed and passed in its attempts)", "\u2248"),
+        ("flaky-allowed", "flaky, its suite may retry (not red)", "\u2248"),
+        ("lost-control", "lost control", "!"),
+    ]
+    looks = re.findall(r'<tr class="problem [a-z]+" id="[^"]+" data-look="([^"]+)"', html)
+    assert sorted(looks[:3]) == ["changed-failure", "flaky", "lost-control"], looks
+    assert looks[3:] == ["expected"], "red first, then the expected failures"

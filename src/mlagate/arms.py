@@ -2,7 +2,9 @@
 (how one is installed: mlagate.installing).
 
 The parent process never imports an arm; it only installs files. An arm directory holds
-`site/` (what a worker puts first on sys.path) and `arm.json` (what was installed).
+`site/` (what a worker puts first on sys.path) and `arm.json` (what was installed: an
+mlagate.arm/1 document, read only through mlagate.documents; one written before it had a schema
+field is upgraded on read, and one that cannot be read is installed again).
 Two runs that materialise the same arm at once are safe: one installs under a lock, the
 other waits and reuses the result.
 """
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import installing, packs
+from mlagate import documents, installing, packs
 from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
     ArmError,
     Installed,
@@ -103,18 +105,19 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
     arms_dir = root / "arms"
     arms_dir.mkdir(parents=True, exist_ok=True)
     key = arm_key(arm)
-    for shared in readonly_roots():
-        if _installed(shared / "arms" / key):
-            return _read(arm, runtime, shared / "arms" / key)  # checked at run start (verify_all)
+    for shared in readonly_roots():  # checked at run start (verify_all)
+        there = shared / "arms" / key
+        if _installed(there) and (got := _read(arm, runtime, there)):
+            return got
     final = arms_dir / key
-    if _installed(final):
-        return _read(arm, runtime, final)
+    if _installed(final) and (got := _read(arm, runtime, final)):
+        return got
     with open(arms_dir / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "arm.json").is_file() and not (final / packs.CONTENT).exists():
             packs.write_content(final)  # installed before content manifests: adopted once
-        if _installed(final):
-            return _read(arm, runtime, final)
+        if _installed(final) and (got := _read(arm, runtime, final)):
+            return got
         on = None
         if arm.overlay is not None:  # the arm it overlays, from the cache or installed now
             base = materialise(arm.overlay.on, runtime, root)
@@ -129,7 +132,10 @@ def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInst
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    return _read(arm, runtime, final)
+    got = _read(arm, runtime, final)
+    if got is None:
+        raise ArmError(arm.id, f"{final / 'arm.json'}: not readable after installing it")
+    return got
 
 
 def readonly_roots() -> list[Path]:
@@ -144,21 +150,98 @@ def _installed(final: Path) -> bool:
     return (final / "arm.json").is_file() and (final / packs.CONTENT).is_file()
 
 
-def verify_all(installs: dict[str, ArmInstall]) -> None:
-    """Every arm still matches its content manifest; ArmError naming the first that does not."""
+def verify_all(installs: dict[str, ArmInstall], trust_unchanged: bool = False) -> None:
+    """Every arm still matches its content manifest; ArmError naming the first that does not.
+    trust_unchanged (mlagate plan, which runs no arm): an arm none of whose files changed since
+    its last full check (each file's size, mtime, ctime, inode and mode as then) is not hashed
+    again; mlagate run always hashes every file."""
     for inst in installs.values():
         try:
+            if trust_unchanged and _unchanged(inst.dir):
+                continue
+            before = _stats(inst.dir)
             packs.verify(inst.dir)
+            _remember(inst.dir, before)
         except packs.PackError as exc:
             raise ArmError(
                 inst.arm.id, f"{exc}; refusing to run it (reinstall: delete {inst.dir})"
             ) from None
 
 
-def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall:
-    manifest = json.loads((path / "arm.json").read_text())
-    notes = tuple(manifest.get("notes", ()))
-    return ArmInstall(arm, runtime, path.name, path, manifest["version"], notes)
+def _verified_path(arm_dir: Path) -> Path:
+    return arm_dir.parent.parent / "scans" / f"{arm_dir.name}.verified.json"  # CACHE/scans
+
+
+def _stats(arm_dir: Path) -> tuple[str, str]:
+    """sha256 of the content manifest, and of every file's name and stat (what a write, a
+    rename or a chmod changes: ctime cannot be set back)."""
+    h = hashlib.sha256()
+    todo = [str(arm_dir)]
+    while todo:
+        top = todo.pop()
+        with os.scandir(top) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name not in packs.SKIP_DIRS:
+                    todo.append(e.path)
+                continue
+            st = e.stat(follow_symlinks=False)
+            h.update(
+                f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0"
+                f"{st.st_mode}\n".encode("utf-8", "surrogateescape")
+            )
+    content = hashlib.sha256(documents.read_bytes(arm_dir / packs.CONTENT)).hexdigest()
+    return content, h.hexdigest()
+
+
+def _unchanged(arm_dir: Path) -> bool:
+    """Whether the arm's files stand as at its last full check (and a signed arm's signature is
+    still the pack key's)."""
+    try:
+        record = documents.load(_verified_path(arm_dir), "arm-verified")
+        content, stats = _stats(arm_dir)
+    except (documents.DocumentError, OSError):
+        return False
+    if (record["key"], record["content"], record["stats"]) != (arm_dir.name, content, stats):
+        return False
+    key = packs.signing_key() if (arm_dir / packs.SIGNATURE).exists() else None
+    if key is not None:
+        packs.check_signature(arm_dir, key)
+    return True
+
+
+def _remember(arm_dir: Path, before: tuple[str, str]) -> None:
+    """Record the arm's files as they stood through a full check, if nothing changed while it
+    ran (nothing on a read-only cache)."""
+    try:
+        content, stats = _stats(arm_dir)
+        if (content, stats) != before:
+            return
+        path = _verified_path(arm_dir)
+        doc = {"schema": documents.KINDS["arm-verified"], "key": arm_dir.name}
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({**doc, "content": content, "stats": stats}), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, documents.DocumentError):
+        pass
+
+
+def read_manifest(arm_dir: Path) -> dict:
+    """The arm's arm.json as mlagate.arm/1 (one written without a schema field upgraded);
+    documents.DocumentError naming the file and key."""
+    return documents.load(Path(arm_dir) / "arm.json", "arm")
+
+
+def _read(arm: Arm, runtime: Runtime, path: Path) -> ArmInstall | None:
+    """The installed arm; None when its arm.json cannot be read as a manifest (it is then
+    installed again: an arm of the cache, never a traceback)."""
+    try:
+        manifest = read_manifest(path)
+    except documents.DocumentError:
+        return None
+    return ArmInstall(arm, runtime, path.name, path, manifest["version"], tuple(manifest["notes"]))
 
 
 def materialise_all(

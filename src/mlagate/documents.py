@@ -1,12 +1,13 @@
 """The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
-run plans, cost tables, history figures, arm content manifests, kill matrices, merge records,
-machine records and comparisons.
+run plans, cost tables, history figures, arm manifests (arm.json) and content manifests, kill
+matrices, merge records, machine records, head runs, comparisons and result-store entries.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against
 deep nesting and huge numbers, and validated against its JSON Schema (src/mlagate/schemas/,
 chosen by the document's `schema` field) with the jsonschema library. Every problem is a
 DocumentError of one line naming the file and the key. A document of an older version is
-validated against its own schema and upgraded (mlagate.upgrade), then validated again.
+validated against its own schema and upgraded (mlagate.upgrade), then validated again; so is a
+document written before its kind had a `schema` field (arm.json), where the upgrade knows one.
 """
 
 from __future__ import annotations
@@ -35,15 +36,18 @@ KINDS = {
     "plan": "mlagate.plan/1",
     "costs": "mlagate.costs/1",
     "figures": "mlagate.figures/1",
+    "arm": "mlagate.arm/1",
     "arm-content": "mlagate.arm-content/1",
     "run-plan": "mlagate.run-plan/1",
     "kill-matrix": "mlagate.mutate/1",
     "suite": "mlagate.suite/1",
     "arm-scan": "mlagate.arm-scan/1",
+    "arm-verified": "mlagate.arm-verified/1",
     "merge": "mlagate.merge/1",
     "machine": "mlagate.machine/1",
     "compare": "mlagate.compare/1",
     "head-run": "mlagate.head-run/1",
+    "stored-result": "mlagate.stored-result/1",
 }
 
 
@@ -137,10 +141,8 @@ def _validator(kind: str) -> jsonschema.protocols.Validator:
     text = (
         resources.files("mlagate").joinpath("schemas", f"{kind}.json").read_text(encoding="utf-8")
     )
-    schema = json.loads(text)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    schema = json.loads(text)  # a shipped schema (each checked against its metaschema: tests)
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 def validate(data: Any, kind: str, where: str) -> dict:
@@ -149,7 +151,7 @@ def validate(data: Any, kind: str, where: str) -> dict:
     want = KINDS[kind]
     got = data.get("schema") if isinstance(data, dict) else None
     steps = upgrade.STEPS.get(kind, {})
-    while isinstance(got, str) and got in steps:
+    while (got is None or isinstance(got, str)) and got in steps:  # None: no schema field
         schema_file, step = steps[got]
         data = step(_check(data, schema_file, where))
         got = data.get("schema")

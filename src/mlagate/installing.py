@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlagate import documents
 from mlagate.matrix import Arm, Runtime
 
 
@@ -166,6 +167,7 @@ def install(arm: Arm, runtime: Runtime, staging: Path, key: str, on: Installed |
             arm.id, f"activate.module {arm.activate.module} is not in the install ({site})"
         )
     manifest = {
+        "schema": documents.KINDS["arm"],
         "arm": arm.id,
         "runtime": runtime.id,
         "source": {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref},

@@ -315,11 +315,11 @@ def _check_staged(staged: Path, final: Path, key: bytes) -> None:
 
 
 def arm_record(arm_dir: Path) -> dict:
+    """The arm's arm.json (mlagate.arm/1, through the one loader); PackError naming it."""
     try:
-        data = documents.parse(documents.read_bytes(arm_dir / "arm.json"), "arm.json")
+        return documents.load(arm_dir / "arm.json", "arm")
     except documents.DocumentError as exc:
         raise PackError(f"arm {arm_dir.name}: {exc}") from None
-    return data if isinstance(data, dict) else {}
 
 
 def _install_staged(staged: Path, arms_dir: Path, key: str) -> None:

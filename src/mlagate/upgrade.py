@@ -1,6 +1,7 @@
 """Older documents brought to the current schema, one version at a time (as asv's
 `update_to_N`): mlagate.documents validates a document against the schema it was written in,
-then runs these in order and validates the result against the current schema."""
+then runs these in order and validates the result against the current schema. A step keyed
+None upgrades a document written before its kind had a `schema` field."""
 
 from __future__ import annotations
 
@@ -35,7 +36,19 @@ def result_to_2(doc: dict) -> dict:
     return out
 
 
+def arm_to_1(doc: dict) -> dict:
+    """An arm.json written before it had a schema field -> mlagate.arm/1. Such a manifest was
+    written by the same install with fewer keys: no notes, nothing activate installed."""
+    return {
+        "schema": "mlagate.arm/1",
+        **doc,
+        "activate_install": doc.get("activate_install", []),
+        "notes": doc.get("notes", []),
+    }
+
+
 # kind -> {older schema: (the schema file it validates against, the step to the next version)}
 STEPS = {
     "result": {"mlagate.result/1": ("result-1", result_to_2)},
+    "arm": {None: ("arm-0", arm_to_1)},
 }

@@ -36,9 +36,10 @@ def footer(cases, costs: shard.Costs | None = None) -> str:
 
 
 def installs_for(
-    matrix: Matrix, selection: Selection, cache: Path | None = None
+    matrix: Matrix, selection: Selection, cache: Path | None = None, trust_unchanged: bool = False
 ) -> dict[str, ArmInstall]:
-    """Materialise the arms the selection touches and check that every module exists in them."""
+    """Materialise the arms the selection touches and check that every module exists in them;
+    trust_unchanged: for a verb that runs no arm (arms.verify_all)."""
     selection.check(matrix)
     wanted = {
         a.id
@@ -50,7 +51,7 @@ def installs_for(
     wanted = sorted(wanted | {matrix.arms[a].baseline for a in wanted if matrix.arms[a].baseline})
     try:
         installs = arms_mod.materialise_all(matrix, wanted, cache)
-        arms_mod.verify_all(installs)
+        arms_mod.verify_all(installs, trust_unchanged)
     except arms_mod.ArmError as exc:
         raise UsageError(str(exc)) from None
     check_modules(matrix, installs)
@@ -100,8 +101,9 @@ def plan(
     runner: str,
     cache: Path | None = None,
     aa: bool = False,
+    trust_unchanged: bool = False,
 ) -> PlanOutcome:
-    installs = installs_for(matrix, selection, cache)
+    installs = installs_for(matrix, selection, cache, trust_unchanged)
     try:
         every = expand(matrix, selection, profile, backend, runner, installs, aa, keep_skipped=True)
     except PlanError as exc:
@@ -129,13 +131,14 @@ def gate_plan(
     cache: Path | None = None,
     profile: str | None = None,
     costs: shard.Costs | None = None,
+    trust_unchanged: bool = False,
 ) -> shard.GatePlan:
     """The PR gate's jobs: per runner, correctness cases in `shards` balanced shards and the
     performance cases in one job."""
     costs = costs or shard.load_costs()
     kinds = {s: matrix.suites[s].kind for s in matrix.suites}
     plan = shard.GatePlan()
-    installs = installs_for(matrix, Selection(), cache)
+    installs = installs_for(matrix, Selection(), cache, trust_unchanged)
     refuse_gaps(matrix, coverage(matrix, installs))
     for label in runners:
         runner = matrix.runners[label]

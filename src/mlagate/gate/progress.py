@@ -7,13 +7,13 @@ ends, and OUT/.events/ names the case each worker runs now (mlagate.harness.even
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlagate import documents
 from mlagate.gate.planning import clock  # noqa: F401 (one clock format for every verb)
 from mlagate.harness import events
 
@@ -113,8 +113,8 @@ class Follower:
                 continue
             self.seen[p] = mtime
             try:
-                row = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                row = documents.load(p, "result")
+            except documents.DocumentError:  # being written, or not a result: not counted
                 continue
             if isinstance(row, dict) and row.get("case_id") in self.wanted:
                 state.done[row["case_id"]] = row

@@ -198,6 +198,7 @@ class WorkerProcess:
         self.fingerprint["arm"] = self.install.arm.id
         self.fingerprint["arm_version"] = self.install.version
         self.fingerprint["arm_key"] = self.install.key
+        self.fingerprint["arm_notes"] = list(self.install.notes)  # its arm.json, read by the parent
         return self.fingerprint
 
     def alive(self) -> bool:

@@ -70,7 +70,7 @@ def _build(
     problem = arms_mod.apply_patch(site, patch, staging.parent)
     if problem:
         raise arms_mod.ArmError(arm.id, f"mutant patch {patch.name} does not apply: {problem}")
-    manifest = json.loads((parent.dir / "arm.json").read_text(encoding="utf-8"))
+    manifest = arms_mod.read_manifest(parent.dir)
     manifest.update(
         {
             "arm": arm.id,

@@ -37,6 +37,9 @@ VERDICT_SYMBOL = {
     "regression": "\u2717",
     "lost-control": "!",
     "fixed": "!",
+    "changed-failure": "\u2260",
+    "flaky": "\u2248",
+    "flaky-allowed": "\u2248",
 }
 VERDICT_WORD = {
     "pass": "pass",
@@ -47,15 +50,24 @@ VERDICT_WORD = {
     "regression": "regression",
     "lost-control": "lost control",
     "fixed": "fixed (a known finding passes)",
+    "changed-failure": "changed failure (another kind than the expected one)",
+    "flaky": "flaky (failed and passed in its attempts)",
+    "flaky-allowed": "flaky, its suite may retry (not red)",
 }
 # the page leads with red outcomes, then what could not be measured, then expected failures
-LOOK_ORDER = {"regression": 0, "lost-control": 0, "fixed": 0, "invalid": 1, "expected": 2}
+LOOK_ORDER = {
+    **dict.fromkeys(("regression", "changed-failure", "flaky", "lost-control", "fixed"), 0),
+    "invalid": 1,
+    **dict.fromkeys(("expected", "flaky-allowed"), 2),
+}
 
 
 def look(r: dict) -> str:
     """How a case is shown: by its outcome (mlagate.outcomes) where that is red or an expected
     failure, else by its verdict."""
     oc = outcomes.outcome(r)
+    if oc == "flaky" and not outcomes.red(r):
+        return "flaky-allowed"
     if oc in outcomes.RED:
         return oc.replace(" ", "-")
     if oc == "as expected" and r["verdict"] == "fail":
@@ -170,7 +182,9 @@ def problems(rows: list[dict]) -> list[dict]:
     order = lambda r: (LOOK_ORDER.get(look(r), 3), r["suite"], r["module"], r["arm"], r["case_id"])  # noqa: E731
     return [
         _case(r, True)
-        for r in sorted((r for r in rows if r["verdict"] in ("fail", "invalid")), key=order)
+        for r in sorted(
+            (r for r in rows if r["verdict"] in ("fail", "invalid") or outcomes.red(r)), key=order
+        )
     ]
 
 
@@ -266,7 +280,15 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
             (o, oc.get(o, 0)) for o in outcomes.OUTCOMES if o not in outcomes.RELATIVE or oc.get(o)
         ],
         controls=outcomes.controls_line(rows),
-        notes=[n for n in (results.upgraded_line(rows), results.unfit_line(rows)) if n],
+        notes=[
+            n
+            for n in (
+                results.upgraded_line(rows),
+                results.unfit_line(rows),
+                results.reused_line(rows),
+            )
+            if n
+        ],
         counts=merged["counts"],
         gaps=_gaps(merged),
         matrix=verdict_matrix(rows, cat),

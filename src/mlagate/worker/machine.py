@@ -64,21 +64,13 @@ def load() -> dict:
     }
 
 
-def record(out: Path, when: str) -> dict:
-    """Add the load at `when` (start or end) to OUT/machine.json; the fixed facts once."""
+def record(out: Path, when: str, earlier: dict | None = None) -> dict:
+    """Write OUT/machine.json: the fixed facts and the load at `when` (start or end), added to
+    what record returned at the start (earlier); the file is read only by mlagate.documents."""
     path = Path(out) / FILE
-    data = read(path) if when != "start" else {}
-    data = data or {"schema": SCHEMA, **fixed()}
+    data = dict(earlier) if earlier else {"schema": SCHEMA, **fixed()}
     data[when] = load()
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     os.replace(tmp, path)
     return data
-
-
-def read(path: Path) -> dict | None:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None

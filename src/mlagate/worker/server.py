@@ -101,19 +101,9 @@ class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps):
             "ld_preload": os.environ.get("LD_PRELOAD", ""),
             "cpus": cpus(),
             "arm_dir": self.arm_dir,
-            "arm_notes": arm_notes(self.arm_dir),
             "activation": self.activated or None,
             **machine.fixed(),
         }
-
-
-def arm_notes(site: str) -> list[str]:
-    """What the arm's install had to work around (its arm.json, beside site/)."""
-    try:
-        with open(os.path.join(os.path.dirname(site), "arm.json"), encoding="utf-8") as fh:
-            return list(json.load(fh).get("notes", []))
-    except (OSError, ValueError):
-        return []
 
 
 def blas_in_use() -> str:
