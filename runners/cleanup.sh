@@ -9,10 +9,15 @@
 #    longer uses and that are older than MLAGATE_ARM_MAX_AGE_DAYS (default 14), and the
 #    planner's kept arm scans (CACHE/scans) as old (made again when needed). The cache
 #    (MLAGATE_CACHE, default ~/.cache/mlagate) is shared by jobs, so arms in use stay.
+# 4. Prunes the result store (MLAGATE_STORE, default CACHE/store; docs/gate.md, Reuse): entries
+#    no run has written or reused for MLAGATE_STORE_MAX_AGE_DAYS (default 30; a reuse touches
+#    its entry) go.
 set -uo pipefail
 workspace="$(pwd -P)"
 cache="${MLAGATE_CACHE:-$HOME/.cache/mlagate}"
 max_age="${MLAGATE_ARM_MAX_AGE_DAYS:-14}"
+store="${MLAGATE_STORE:-$cache/store}"
+store_age="${MLAGATE_STORE_MAX_AGE_DAYS:-30}"
 
 cwd_of() {
   if [ -e "/proc/$1/cwd" ]; then
@@ -45,6 +50,10 @@ if [ -n "$keep" ] && [ -d "$cache/arms" ]; then
 fi
 if [ -n "$keep" ] && [ -d "$cache/scans" ]; then
   find "$cache/scans" -mindepth 1 -maxdepth 1 -type f -name '*.json' -mtime +"$max_age" -delete
+fi
+if [ -d "$store/results" ]; then
+  pruned="$(find "$store/results" -mindepth 1 -maxdepth 1 -type f -name '*.json' -mtime +"$store_age" -print -delete | wc -l)"
+  [ "$pruned" -gt 0 ] && echo "cleanup: pruned $pruned result store entries older than $store_age days"
 fi
 echo "cleanup: done"
 exit 0

@@ -159,6 +159,8 @@ def act(
     """Run `workflow` of the git checkout `repo` for `event` under act; return its outcome."""
     event_path = artifacts.parent / f"{artifacts.name}-event.json"
     event_path.write_text(json.dumps(event_json))
+    # gate.yml's result store: one of the test's own, never the machine's (vars.MLAGATE_STORE)
+    variables = {"MLAGATE_STORE": str(artifacts.parent / "store"), **(variables or {})}
     # act's workspaces (a copy of the checkout per job, venvs included) go to a folder of this
     # run's own, removed afterwards; only the registered Python is shared between runs
     workspaces = artifacts.parent / f"{artifacts.name}-act"

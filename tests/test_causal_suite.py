@@ -191,10 +191,65 @@ def test_mask_operators_find_every_site_by_ast(tmp_path):
     assert [m.id for m in again] == [m.id for m in mutants]  # no line numbers in the ids
 
 
+VALIDITY = """
+import mlx.core as mx
+
+
+def select(pool_valid, ends, positions, scores):
+    candidates = pool_valid[:, None] & (ends[:, None] <= positions[None])
+    return mx.where(candidates, scores, -1e9)
+
+
+class C:
+    def validate_speculation(self, n):
+        ok = n < self.size
+        return ok
+
+    def __call__(self, idx, n):
+        valid = (idx >= 0) & (idx < n)
+        valid_lengths = idx < n
+        return self.sdpa(idx, mask=valid[:, None]), valid_lengths
+
+
+class MoE:
+    def __call__(self, topk_indices):
+        mask = topk_indices >= self.n_routed_experts
+        return mx.where(mask, 0, topk_indices)
+"""
+
+
+def test_validity_arrays_and_where_conditions_are_masks(tmp_path):
+    """glm5_next's masks are called valid / pool_valid, or are only handed to mx.where as its
+    condition (candidates); validate_* and valid_lengths are not masks, nor is a MoE routing
+    mask (a term that names experts)."""
+    site = _site(tmp_path)
+    (site / "rt/models/c.py").write_text(VALIDITY)
+    mutants = operators.generate_many(
+        "p", site, [("rt/c", "rt.models.c", "C")], list(operators.MASK_OPERATORS)
+    )
+    ids = {m.id for m in mutants if m.file == "rt/models/c.py"}
+    assert ids == {
+        "mask_drop_term: pool_valid[:, None] & (ends[:, None] <= positions[None]) -> "
+        "ends[:, None] <= positions[None] @ rt/models/c.py::select",
+        "mask_drop_term: pool_valid[:, None] & (ends[:, None] <= positions[None]) -> "
+        "pool_valid[:, None] @ rt/models/c.py::select",
+        "mask_compare: ends[:, None] <= positions[None] -> ends[:, None] < positions[None] @ "
+        "rt/models/c.py::select",
+        "mask_drop_term: (idx >= 0) & (idx < n) -> idx < n @ rt/models/c.py::C.__call__",
+        "mask_drop_term: (idx >= 0) & (idx < n) -> idx >= 0 @ rt/models/c.py::C.__call__",
+        "mask_compare: idx >= 0 -> idx > 0 @ rt/models/c.py::C.__call__",
+        "mask_compare: idx < n -> idx <= n @ rt/models/c.py::C.__call__",
+        "mask_none: self.sdpa(idx, mask=valid[:, None]) -> self.sdpa(idx, mask=None) @ "
+        "rt/models/c.py::C.__call__",
+    }
+
+
 @pytest.mark.mutate
 def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
-    """pooled.py's one mask site (a pool window is `visible` once complete: `<=` made `<`) hides
-    a query's own window in the step it completes: the causal suite kills it."""
+    """pooled.py's mask comparisons: a pool window is `visible` once complete (`<=` made `<`
+    hides a query's own window in the step it completes), and a token is `chosen` only inside a
+    complete window (`tok < P * kpool` made `<=`: a condition of mx.where, so a mask): the
+    causal suite kills both."""
     out = tmp_path / "out"
     proc = cli(
         "mutate",
@@ -206,9 +261,14 @@ def test_the_causal_suite_kills_the_fake_runtimes_mask_mutant(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     doc = killmatrix.load(out / "kill-matrix.json")
     assert doc["complete"] and doc["suites"] == ["causal"]
-    (m,) = doc["mutants"]
-    assert (
+    ms = doc["mutants"]
+    assert sorted(m["before"] for m in ms) == [
+        "((mx.arange(P) + 1) * self.kpool)[ None ] <= pos + 1",
+        "tok < P * self.kpool",
+    ]
+    assert all(
         m["operator"] == "mask_compare" and m["status"] == "killed" and m["killed_by"] == ["causal"]
+        for m in ms
     )
 
 

@@ -218,5 +218,9 @@ def test_pushes_to_main_publish_and_append_the_history(gate_repo, tmp_path):
             run.log[-3000:],
         )
         assert pages(gate_repo) == sorted(shas), f"push {n}: gh-pages holds {pages(gate_repo)}"
+        # the shard's result store (vars.MLAGATE_STORE): the first push writes it, the second
+        # push of the same tree takes the case from it
+        taken = "reuse: 1 of 1 cases taken from" if n == 2 else "reuse: 0 of 1 cases taken from"
+        assert taken in run.job_log("correctness"), run.job_log("correctness")[-3000:]
     index = gate_repo.git("show", "gh-pages:index.html", cwd=gate_repo.origin)
     assert all(sha[:7] in index for sha in shas), "the history index lists both commits"

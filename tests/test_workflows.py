@@ -176,6 +176,10 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     for name in (in_use, "stale0000000000000000"):
         os.utime(cache / "arms" / name, (0, 0))
     (ws / "out" / "results").mkdir(parents=True)
+    (cache / "store" / "results").mkdir(parents=True)
+    for name in ("old", "recent"):
+        (cache / "store" / "results" / f"{name}.json").write_text("{}")
+    os.utime(cache / "store" / "results" / "old.json", (0, 0))
     proc = subprocess.run(
         [str(ROOT / "runners" / "cleanup.sh")],
         cwd=ws,
@@ -189,6 +193,8 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     left = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir())
     assert left == sorted([in_use, "fresh0000000000000000"]), left
     assert not (ws / "out").exists() and not (ws / ".venv").exists()
+    assert "cleanup: pruned 1 result store entries older than 30 days" in proc.stdout
+    assert [p.name for p in (cache / "store" / "results").iterdir()] == ["recent.json"]
 
 
 def test_zizmor_reports_nothing_on_the_composite_action():

@@ -1,6 +1,6 @@
 """The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
 run plans, cost tables, history figures, arm manifests (arm.json) and content manifests, kill
-matrices, merge records, machine records, head runs and comparisons.
+matrices, merge records, machine records, head runs, comparisons and result-store entries.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against
 deep nesting and huge numbers, and validated against its JSON Schema (src/mlagate/schemas/,
@@ -47,6 +47,7 @@ KINDS = {
     "machine": "mlagate.machine/1",
     "compare": "mlagate.compare/1",
     "head-run": "mlagate.head-run/1",
+    "stored-result": "mlagate.stored-result/1",
 }
 
 

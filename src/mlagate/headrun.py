@@ -91,8 +91,10 @@ class Judged:
     def exit_code(self) -> int:
         tally = self.outcomes
         if any(n and outcomes.is_red(o, self.strict) for o, n in tally.items()):
-            return 1
-        return 3 if tally["invalid"] or tally["missing"] else 0
+            return outcomes.RED_EXIT
+        if tally["invalid"] or tally["missing"]:
+            return outcomes.NOT_MEASURED
+        return outcomes.GREEN
 
     def line(self) -> str:
         """this change fixes 10, breaks 0, leaves 2 failing as on main"""

@@ -67,6 +67,7 @@ class Result:
     failure: dict | None = None  # a fail's kinds and details (mlagate.harness.policy)
     health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
+    reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -96,6 +97,7 @@ class Result:
             "failure": (self.failure or UNCLASSIFIED) if self.verdict == "fail" else None,
             "attempts": self.attempts,
             "health": self.health,
+            "reused": self.reused,
             "evidence": self.evidence,
             "reason": self.reason,
             "counters": self.observations,
@@ -138,9 +140,16 @@ def write(result: Result, results_dir: Path, stem: str) -> Path:
             old = None  # unreadable: it never counted, so it is no attempt
         if old is not None and old["case_id"] == result.case["id"]:
             result.attempts = history(old)
+    return write_document(result.to_json(), results_dir, stem)
+
+
+def write_document(doc: dict, results_dir: Path, stem: str) -> Path:
+    """A result document written atomically as results_dir/stem.json."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{stem}.json"
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(result.to_json(), fh, indent=1, sort_keys=False)
+        json.dump(doc, fh, indent=1, sort_keys=False)
     os.replace(tmp, path)
     return path
 
@@ -215,6 +224,8 @@ def signature(r: dict) -> str:
     kind = f" [kind: {', '.join(failure['kinds'])}]" if failure.get("kinds") else ""
     if outcomes.outcome(r) == "changed failure":
         kind += f" (expected {' or '.join(r.get('expected_kinds') or ())})"
+    if r.get("reused"):
+        kind += f" [reused: {reused_from(r)}]"
     tries = history(r)
     if len(tries) > 1:
         kind += (
@@ -237,6 +248,36 @@ def upgraded_line(rows: list[dict]) -> str | None:
         "upgraded: "
         + ", ".join(f"{n} results written as {s}" for s, n in sorted(older.items()))
         + f", read as {SCHEMA} (their failure kinds were not recorded: any kind confirms)"
+    )
+
+
+def reused_from(r: dict) -> str:
+    """Where a reused result came from: its run, commit and date."""
+    u = r["reused"]
+    commit = f", commit {u['commit'][:12]}" if u.get("commit") else ""
+    return f"run {u.get('run_id') or 'unknown'}{commit}, {u.get('started') or 'undated'}"
+
+
+def reused_line(rows: list[dict]) -> str | None:
+    """One line on results taken from the result store: how many, from which runs."""
+    reused = [r for r in rows if r.get("reused")]
+    if not reused:
+        return None
+    runs: dict[tuple, list[str]] = {}
+    for r in reused:
+        u = r["reused"]
+        runs.setdefault((u.get("run_id") or "unknown", u.get("commit")), []).append(
+            u.get("started") or ""
+        )
+    order = sorted(runs.items(), key=lambda x: -len(x[1]))
+    shown = "; ".join(
+        f"{len(d)} from run {run}" + (f" (commit {c[:12]})" if c else "") + f" of {min(d)[:10]}"
+        for (run, c), d in order[:3]
+    )
+    more = f"; {len(order) - 3} more runs" if len(order) > 3 else ""
+    return (
+        f"reused: {len(reused)} of {len(rows)} results taken from the result store "
+        f"{reused[0]['reused']['store']} (same key, decisive verdict), not measured: {shown}{more}"
     )
 
 
@@ -284,6 +325,7 @@ def table(summary: Summary) -> str:
         outcomes.controls_line(summary.rows),
         upgraded_line(summary.rows),
         unfit_line(summary.rows),
+        reused_line(summary.rows),
     ):
         if line:
             lines.append(line)

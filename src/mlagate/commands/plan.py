@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.gate import planning, shard
+from mlagate.gate import planning, reuse, shard
 from mlagate.gate.errors import UsageError
 from mlagate.matrix import default_path, load
 from mlagate.plan import Selection
@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
         default=None,
         help="cost table for balancing shards (default: the bundled costs.json)",
     )
+    reuse.options(p, run=False)
 
 
 def github(args) -> int:
@@ -81,8 +82,16 @@ def github(args) -> int:
     return 0
 
 
+def _reuse_line(matrix, outcome, backend, store) -> str:
+    from mlagate.gate.reuse import apply  # hashing files: only when asked
+
+    return apply.plan_line(matrix, outcome, backend, store)
+
+
 def main(args) -> int:
     if args.format == "github":
+        if args.reuse is not None:
+            raise UsageError("--reuse goes with --format table or json")
         return github(args)
     if args.shards != 1 or args.manifest:
         raise UsageError("--shards and --manifest go with --format github")
@@ -93,6 +102,8 @@ def main(args) -> int:
     )
     if args.format == "json":
         print(json.dumps([c.to_json() for c in outcome.cases], indent=1))
+        if args.reuse is not None:  # stdout stays the JSON document
+            print(_reuse_line(matrix, outcome, backend, args.reuse), file=sys.stderr)
     else:
         print(
             f"{'suite':12} {'module':34} {'arm':24} {'geometry / checkpoint':24} {'dtype':9} "
@@ -106,6 +117,8 @@ def main(args) -> int:
         print(planning.footer(outcome.cases, shard.load_costs(args.costs) if args.costs else None))
         for c in outcome.skipped:
             print(f"not planned: {c.id}: {c.expectation}")
+        if args.reuse is not None:
+            print(_reuse_line(matrix, outcome, backend, args.reuse))
     for gap in outcome.gaps:
         print(
             f"mlagate: error: arm {gap.arm} holds MLA modules that {matrix.path} does not "

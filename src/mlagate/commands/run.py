@@ -121,6 +121,7 @@ def _print_replays(rows) -> None:
 
 
 def _execute(args, matrix, selection, backend, runner, target, spec, costs):
+    store, read, write = runopts.reuse_store(args)
     return execute.run(
         matrix,
         selection,
@@ -136,6 +137,8 @@ def _execute(args, matrix, selection, backend, runner, target, spec, costs):
         cpu=args.cpu,
         verbose=args.verbose,
         only=target.ids if target else None,
+        reuse=store,
+        reuse_mode=(read, write),
     )
 
 
@@ -150,6 +153,7 @@ def main(args) -> int:
 
 
 def _main(args) -> int:
+    runopts.reuse_store(args)  # --reuse options that do not go together: before anything runs
     target = runopts.resume_target(args)
     if args.head is None and target is None:
         headrun.retire(args.out)  # a plain run in a head run's OUT is no head run

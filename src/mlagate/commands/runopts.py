@@ -1,4 +1,5 @@
-"""mlagate run's own options: --resume, --failed, -v; and what it prints after the table."""
+"""mlagate run's own options: --resume, --failed, -v, --reuse / --no-reuse; and what it prints
+after the table."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 from mlagate import results
-from mlagate.gate import health, resume
+from mlagate.gate import health, resume, reuse
 from mlagate.gate import run as execute
 
 DEFAULT_OUT = Path("reports/latest")
@@ -46,6 +47,19 @@ def options(p: argparse.ArgumentParser) -> None:
         help="keep the verdicts of performance suites timed on a machine unfit by mlagate "
         "health --performance (each result records the override; without it they are invalid)",
     )
+    reuse.options(p)
+
+
+def reuse_store(args) -> tuple[Path | None, bool, bool]:
+    """The result store of a run (--reuse STORE), whether it reads from it (not with
+    --no-reuse, which measures every case and still stores the results) and whether it writes
+    to it (not with --reuse-read-only)."""
+    store, read_only = getattr(args, "reuse", None), getattr(args, "reuse_read_only", False)
+    if read_only and store is None:
+        raise execute.UsageError("--reuse-read-only: goes with --reuse STORE")
+    if read_only and getattr(args, "no_reuse", False):
+        raise execute.UsageError("--reuse-read-only: does not go with --no-reuse (nothing to do)")
+    return store, not getattr(args, "no_reuse", False), not read_only
 
 
 class Refused(ValueError):

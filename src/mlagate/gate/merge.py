@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import documents, results, safefiles
+from mlagate import documents, outcomes, results, safefiles
 from mlagate.gate.shard import MANIFEST
 
 
@@ -31,7 +31,7 @@ class MergeOutcome:
         results at all, 0 all passed."""
         code = self.summary.exit_code
         if code == 0 and (self.missing_shards or self.unplanned or not self.summary.rows):
-            return 3
+            return outcomes.NOT_MEASURED
         return code
 
     def text(self) -> str:

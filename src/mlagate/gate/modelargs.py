@@ -30,6 +30,8 @@ class Source:
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     imported: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # name: level, mod
     names: set[str] = field(default_factory=set)  # every top-level name it binds
+    # every import anywhere in the file (functions too): (level, module, names imported from it)
+    modules: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
 
     @classmethod
     def read(cls, path: Path | None) -> Source:
@@ -40,6 +42,13 @@ class Source:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
         except (SyntaxError, ValueError, RecursionError):
             return src
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src.modules.append(
+                    (node.level, node.module or "", tuple(a.name for a in node.names))
+                )
+            elif isinstance(node, ast.Import):
+                src.modules += [(0, a.name, ()) for a in node.names]
         for stmt in tree.body:
             if isinstance(stmt, ast.ClassDef):
                 src.classes[stmt.name] = stmt

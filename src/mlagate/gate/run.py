@@ -21,6 +21,7 @@ from mlagate.gate.planning import (  # noqa: F401 (planning, re-exported for the
     plan,
     refuse_gaps,
 )
+from mlagate.gate.reuse import apply
 from mlagate.harness.supervisor import pinned_cpu
 from mlagate.matrix import Matrix, bundled
 from mlagate.plan import Case, Selection
@@ -90,6 +91,8 @@ def run(
     cpu: str = "auto",
     verbose: bool = False,
     only: list[str] | None = None,
+    reuse: Path | None = None,
+    reuse_mode: tuple[bool, bool] = (True, True),
 ) -> RunOutcome:
     """Run the selected suites through pytest; results land in OUT/results/ as each case ends.
 
@@ -98,7 +101,10 @@ def run(
     Correctness suites run under xdist with `workers` processes; performance suites always
     run serially, after them. With shard_spec (I, N) only the cases of shard I of N run
     (mlagate.gate.shard.assign); OUT/manifest.json records what this run was asked to run. cpu pins
-    the workers of serial runs to one CPU (mlagate.harness.supervisor.pinned_cpu).
+    the workers of serial runs to one CPU (mlagate.harness.supervisor.pinned_cpu). With reuse
+    (a result store folder) a case whose key has a decisive stored result is not measured
+    (mlagate.gate.reuse); this run's decisive results are stored there. reuse_mode: whether
+    the store is read (not with --no-reuse) and written (not with --reuse-read-only).
     """
     try:
         pinned_cpu(cpu, under_xdist=False)
@@ -121,6 +127,7 @@ def run(
             cpu,
             verbose,
             only,
+            (reuse, *reuse_mode),
         )
 
 
@@ -140,6 +147,7 @@ def _run_held(
     cpu,
     verbose,
     only,
+    reuse=(None, True, True),
 ) -> RunOutcome:
     """mlagate run while it holds OUT; with `only` (a resume), earlier results of OUT stay."""
     outcome = plan(matrix, selection, profile, backend, runner, cache, aa)
@@ -147,7 +155,12 @@ def _run_held(
     if only is None:
         set_aside(out)
     run_id = lifeline.new_run_id()
-    cases = _cases_to_run(matrix, outcome, out, shard_spec, costs, only, profile, backend, runner)
+    planned = _cases_to_run(matrix, outcome, out, shard_spec, costs, only, profile, backend, runner)
+    cases, reusing = planned, None
+    if reuse[0] is not None:
+        cases, reusing = apply.split(
+            matrix, outcome.installs, backend, planned, reuse[0], out, run_id, *reuse[1:]
+        )
     plan_file = runplan.write(
         out, runplan.RunPlan(matrix, profile, backend, runner, aa, tuple(cases), outcome.installs)
     )
@@ -175,8 +188,10 @@ def _run_held(
             )
     follow.end()
     machine.record(out, "end", started)
-    wanted = {c.id for c in cases} if only is None else set(resume.planned(out))
+    wanted = {c.id for c in planned} if only is None else set(resume.planned(out))
     rows = _own_results(out, wanted, only, run_id)
+    if reusing is not None:
+        apply.keep(reusing, rows, planned)
     return RunOutcome(results.summarise(rows, sorted(wanted)), out, codes, follow.logs)
 
 

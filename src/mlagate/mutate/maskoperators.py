@@ -4,7 +4,9 @@ create_attention_mask`: every function of that file whose name says mask), never
 number.
 
 A **mask expression** is the value assigned to a name that says mask (mask, sparse_mask,
-causal, allowed, visible), or the condition of an `mx.where` whose result is such a name.
+causal, allowed, visible; or validity: a name whose last word is valid, as glm5_next's
+`valid`, `pool_valid`), or to a name a function hands `mx.where` as its condition (glm5_next's
+`candidates`: the pools a query may select).
 
 - mask_drop_term: one term of a combined mask dropped (`a & b` made `b`, and `a`);
 - mask_offset: a mask's offset shifted by one (in a function that says mask: the offset in an
@@ -16,7 +18,7 @@ causal, allowed, visible), or the condition of an `mx.where` whose result is suc
 Terms about batch padding or a sliding window (a name that says padding or window, or the body
 of an `if` about one) are left alone, as are builtins that only read a mask (`isinstance(mask,
 str)`): the gate runs one sequence without a window, so their mutants would be equivalent by
-construction.
+construction. So are MoE routing masks (a term that names experts): not attention masks.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ MASK_OPERATORS = {
     "mask_none": "no mask passed where one was (the argument made None)",
 }
 MASK_WORDS = ("mask", "causal", "allowed", "visible")
+VALIDITY = "valid"  # a name's last word: a validity array (valid, pool_valid), not validate_*
 _SWAP = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">"}
 
 
 def _says_mask(name: str) -> bool:
-    return any(w in name.lower() for w in MASK_WORDS)
+    low = name.lower()
+    return any(w in low for w in MASK_WORDS) or low.split("_")[-1] == VALIDITY
 
 
 def _functions(tree: ast.Module):
@@ -55,11 +59,26 @@ def _functions(tree: ast.Module):
 
 def _mask_values(fn: ast.FunctionDef):
     """The mask expressions of one function."""
+    conditions = _where_conditions(fn)
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and _says_mask(t.id) for t in node.targets
+            isinstance(t, ast.Name) and (_says_mask(t.id) or t.id in conditions)
+            for t in node.targets
         ):
             yield node.value
+
+
+def _where_conditions(fn: ast.FunctionDef) -> set[str]:
+    """Names the function hands `mx.where` as its condition: masks whatever they are called."""
+    return {
+        n.args[0].id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and _mx_op(n)
+        and n.func.attr == "where"
+        and n.args
+        and isinstance(n.args[0], ast.Name)
+    }
 
 
 def mask_files(site: Path, path: Path, tree: ast.Module) -> list[tuple[Path, list]]:
@@ -115,11 +134,18 @@ def mask_mutants(b: _Builder, wanted: set[str], module: str, site: Path, path: P
 
 
 def _batch_only(node: ast.AST) -> bool:
-    """A term about batch padding or a sliding window: a single-sequence run without a window
-    never reaches it, so its mutants would be equivalent by construction."""
+    """A term about batch padding or a sliding window (a single-sequence run without a window
+    never reaches it, so its mutants would be equivalent by construction), or about MoE experts
+    (a routing mask, not an attention mask: longcat's `topk_indices >= self.n_routed_experts`)."""
     return any(
-        isinstance(n, ast.Name) and ("padding" in n.id or "window" in n.id) for n in ast.walk(node)
+        (isinstance(n, ast.Name) and ("padding" in n.id or "window" in n.id))
+        or (isinstance(n, (ast.Name, ast.Attribute)) and "expert" in _ident(n))
+        for n in ast.walk(node)
     )
+
+
+def _ident(n: ast.AST) -> str:
+    return n.id if isinstance(n, ast.Name) else n.attr
 
 
 def _edits(b: _Builder, wanted: set[str], module: str, file: Path, where: str, text, value):

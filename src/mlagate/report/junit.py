@@ -106,6 +106,11 @@ def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
         on_base = on_base or f"base: {case['base'] or 'missing'} at {head_run['base']['commit']}\n"
     failure = r.get("failure") or {}
     tries = results.history(r)
+    reused = (
+        f"reused: from {results.reused_from(r)} (result store {r['reused']['store']})\n"
+        if r.get("reused")
+        else ""
+    )
     detail = _clean(
         f"{r.get('reason', '')}\ncase: {r['case_id']}\nevidence: {r.get('evidence')}\n"
         f"verdict: {r['verdict']} (expected {r.get('expected')}: "
@@ -116,7 +121,7 @@ def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
             if len(tries) > 1
             else ""
         )
-        + f"{on_base}replay: {r.get('replay', '')}"
+        + f"{on_base}{reused}replay: {r.get('replay', '')}"
     )
     if outcome == "flaky":
         for a in tries[:-1]:
@@ -144,6 +149,8 @@ def _testcase(ts: ET.Element, r: dict, head_run: dict | None = None) -> None:
         ET.SubElement(tc, "error", message=f"invalid: {reason}", type="invalid").text = detail
     elif r["verdict"] == "argued":
         ET.SubElement(tc, "skipped", message=f"argued-not-measured: {reason}")
+    elif reused:
+        ET.SubElement(tc, "system-out").text = _clean(reused.strip())
     if r.get("stderr"):
         ET.SubElement(tc, "system-err").text = _clean(r["stderr"][-8000:])
 

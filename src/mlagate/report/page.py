@@ -280,7 +280,15 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
             (o, oc.get(o, 0)) for o in outcomes.OUTCOMES if o not in outcomes.RELATIVE or oc.get(o)
         ],
         controls=outcomes.controls_line(rows),
-        notes=[n for n in (results.upgraded_line(rows), results.unfit_line(rows)) if n],
+        notes=[
+            n
+            for n in (
+                results.upgraded_line(rows),
+                results.unfit_line(rows),
+                results.reused_line(rows),
+            )
+            if n
+        ],
         counts=merged["counts"],
         gaps=_gaps(merged),
         matrix=verdict_matrix(rows, cat),

@@ -46,6 +46,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
         *([_md(controls), ""] if controls else []),
         *([_md(upgraded), ""] if (upgraded := results.upgraded_line(rows)) else []),
         *([_md(unfit), ""] if (unfit := results.unfit_line(rows)) else []),
+        *([_md(reused), ""] if (reused := results.reused_line(rows)) else []),
         f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, "
         f"{c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
         f"({len(rows)} cases)",
@@ -109,6 +110,8 @@ def render_head(merged: dict, max_problems: int = 50) -> str:
         f"Outcomes of head's {len(hr['cases'])} cases: {_md(shown)}"
         + (" (--strict: a case still failing as on base is red)" if hr["strict"] else ""),
     ]
+    reused = results.reused_line(merged["results"])
+    out += ["", _md(reused)] if reused else []
     rows = [r for r in merged["results"] if r["case_id"] in hr["cases"]]
     told = [r for r in rows if hr["cases"][r["case_id"]]["outcome"] != "as expected"]
     order = headrun.ORDER
