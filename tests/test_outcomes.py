@@ -457,26 +457,32 @@ def test_merge_machine_and_compare_documents_go_through_the_one_loader(tmp_path,
 
 
 def test_ctrl_c_on_a_run_exits_130(fake_matrix, fake_cache, tmp_path):
+    """SIGINT while a case is in flight. The module imports for ten minutes in its worker, so
+    the run cannot end before the signal (a short run once finished first and took the
+    signal in the interpreter's shutdown)."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
+    module = fake_matrix.parent / "fakemla-tree" / "fakemla" / "models" / "fixed.py"
+    module.write_text(module.read_text() + "\nimport time as _t\n_t.sleep(600)\n")
     env = {**os.environ, "MLAGATE_CACHE": str(fake_cache)}
-    argv = [sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out"]
-    for attempt in range(5):  # the fake run is short: on a loaded machine it may end first
-        out = tmp_path / f"o{attempt}"
-        proc = subprocess.Popen(
-            [*argv, str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + 120
-        while not (out / "plan.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)  # the run has planned and is starting its workers
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            break
-        proc.communicate()
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlagate", "run", "--matrix", str(fake_matrix), "--out", str(out)]
+        + ["--suite", "probes", "--module", "fake/fixed"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "plan.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the run has planned and is starting its workers
+    time.sleep(1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert b"mlagate: interrupted; results written so far are kept" in err

@@ -15,7 +15,8 @@ PERF_SUITE = """  marginal_cost:  # marginal cost
     kind: performance  # kind
     modules: [fake/fixed, fake/good]  # two modules keep it quick
     # far from both sides (about 0.6 fixed, 9.7 stock here), so noise cannot flip a verdict
-    gates: {widths: [1, 2], max_relative: 4, samples: 9}
+    gates: {widths: [1, 2], max_relative: 4, samples: 9, max_samples: 21, confidence: 0.95,
+            budget_s: {quick: 120}}
 runners:  # runners
 """
 
