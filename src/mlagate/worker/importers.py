@@ -89,3 +89,12 @@ def _absent_attr(module_name: str):
         return meta(attr, (), {"__module__": module_name})
 
     return __getattr__
+
+
+def runtime_root(module_name: str, package: str) -> str:
+    """The runtime package a module belongs to: its dotted name up to the segment before the last
+    `models` segment (`mlx_vlm.models.deepseek_v3.language` -> `mlx_vlm`,
+    `pkg._vendor.mlx_lm.models.deepseek_v3` -> `pkg._vendor.mlx_lm`); without one, package."""
+    parts = module_name.split(".")
+    at = max((i for i, p in enumerate(parts) if p == "models" and i > 0), default=None)
+    return ".".join(parts[:at]) if at is not None else package

@@ -59,7 +59,7 @@ class Selections:
 
 def rollback_api(package: str, route: str | None = None) -> tuple[str, object]:
     """The runtime's own way to drop rejected tokens: (name, module providing it), from package,
-    the module's own runtime package (mlagate.worker.stepping.runtime_root). With route
+    the module's own runtime package (mlagate.worker.importers.runtime_root). With route
     "trim", its cache-level way (trim_prompt_cache, else each cache's trim) even where it has a
     speculative cache transaction: the rollback its drafters and prompt-cache reuse call."""
     try:

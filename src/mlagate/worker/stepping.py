@@ -7,7 +7,8 @@ classes, then one step of L tokens (op `step`), or a primed cache kept for timed
 stdlib at module level.
 
 A module's cache, rollback and helper modules come from its own runtime package
-(runtime_root): `pkg._vendor.mlx_lm.models.cache` for `pkg._vendor.mlx_lm.models.deepseek_v3`.
+(importers.runtime_root): `pkg._vendor.mlx_lm.models.cache` for
+`pkg._vendor.mlx_lm.models.deepseek_v3`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,7 @@ import sys
 import time
 
 from mlagate.worker import device
-
-
-def runtime_root(module_name: str, package: str) -> str:
-    """The runtime package a module belongs to: its dotted name up to the segment before the last
-    `models` segment (`mlx_vlm.models.deepseek_v3.language` -> `mlx_vlm`,
-    `pkg._vendor.mlx_lm.models.deepseek_v3` -> `pkg._vendor.mlx_lm`); without one, package."""
-    parts = module_name.split(".")
-    at = max((i for i, p in enumerate(parts) if p == "models" and i > 0), default=None)
-    return ".".join(parts[:at]) if at is not None else package
+from mlagate.worker.importers import runtime_root
 
 
 def root_of(worker, entry: dict) -> str:

@@ -38,6 +38,7 @@ from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, bundled, to_json
 from mlagate.plan import Case
 from mlagate.suites import declaration
+from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
 VERSION = 1  # of what a key holds: a change here re-runs everything
 # the runtime modules the worker imports by name, under a module's runtime package
@@ -114,14 +115,6 @@ def closure(root: Path, starts: list[str], tops: set[str], inits: bool = False) 
                 wanted += [".".join(parts[:i]) for i in range(1, len(parts))]
             todo += [p for p in (_file_of(root, d) for d in wanted) if p is not None]
     return {str(p.relative_to(root).as_posix()): sha for p, sha in sorted(seen.items())}
-
-
-def runtime_root(import_path: str, package: str) -> str:
-    """A module's runtime package (as mlagate.worker.stepping.runtime_root: up to the last
-    `models` segment)."""
-    parts = import_path.split(".")
-    at = max((i for i, p in enumerate(parts) if p == "models" and i > 0), default=None)
-    return ".".join(parts[:at]) if at is not None else package
 
 
 def _tops(site: Path) -> set[str]:
