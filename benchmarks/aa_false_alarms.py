@@ -1,7 +1,7 @@
 """False-alarm rate of the L = 1 parity gate: N A/A gate runs of one arm against itself.
 
-    python benchmarks/aa_false_alarms.py [--runs 20] [--module M]... [--arm mlx-lm-0.32.2-patched]
-    [--cpu auto] [--out FILE.jsonl] [-- RUN_ARGS...]
+    python benchmarks/aa_false_alarms.py [--runs 20] [--first 0] [--until SECONDS] [--module M]...
+    [--arm mlx-lm-0.32.2-patched] [--cpu auto] [--out FILE.jsonl] [-- RUN_ARGS...]
 
 RUN_ARGS go to every `mlagate run` (e.g. `-- --runner linux-cuda-h200 --profile full` on a GPU
 machine). Modules default to mlx-lm/deepseek_v3 and mlx-lm/glm4_moe_lite (three geometries:
@@ -21,6 +21,7 @@ runner's noise), with the smallest tolerance each gate run would have passed at.
 import argparse
 import glob
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,13 @@ def main() -> None:
     args = _arguments()
     modules = args.module or ["mlx-lm/deepseek_v3", "mlx-lm/glm4_moe_lite"]
     lines, runs = [], []
-    for i in range(args.runs):
+    begun = time.monotonic()
+    for i in range(args.first, args.first + args.runs):
+        if args.until and runs:
+            longest = max(r["seconds"] for r in runs)
+            if time.monotonic() - begun + longest > args.until:
+                break  # the next run would not end in time: stop whole, never cut a run
+        _settle()
         started = time.monotonic()
         out = _gate_run(i, args, modules)
         seconds = time.monotonic() - started
@@ -43,7 +50,7 @@ def main() -> None:
             r = json.loads(open(path).read())
             if r["evidence"] == "argued":
                 continue
-            mine.append(_case_line(i, r))
+            mine.append({**_case_line(i, r), "gate_run_s": round(seconds, 1)})
         for line in mine:
             print(json.dumps(line), flush=True)
             if args.out:
@@ -85,6 +92,18 @@ def summary(runs: list[dict]) -> dict:
     }
 
 
+def _settle(limit_s: float = 180) -> None:
+    """Wait (at most limit_s) until the 1-minute load is at most half the CPUs, as
+    `mlagate health --performance` asks: the previous gate run's own load decays first, or the
+    next run would start on a machine its health check calls unfit."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with open("/proc/loadavg") as fh:
+            if float(fh.read().split()[0]) <= (os.cpu_count() or 1) / 2:
+                return
+        time.sleep(5)
+
+
 def _finite(x: float) -> bool:
     return x not in (float("inf"), float("-inf"))
 
@@ -96,6 +115,15 @@ def _round(x: float) -> float:
 def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument(
+        "--first", type=int, default=0, help="the first run's number (to continue a file)"
+    )
+    ap.add_argument(
+        "--until",
+        type=float,
+        default=None,
+        help="seconds: start no run that would end after this, judged by the longest run so far",
+    )
     ap.add_argument("--module", action="append", default=[])
     ap.add_argument("--arm", default="mlx-lm-0.32.2-patched")
     ap.add_argument(
@@ -128,7 +156,11 @@ def _gate_run(i: int, args: argparse.Namespace, modules: list[str]) -> str:
     ]
     for m in modules:
         cmd += ["--module", m]
-    subprocess.run([*cmd, *args.run_args], capture_output=True)
+    done = subprocess.run([*cmd, *args.run_args], capture_output=True, text=True)
+    with open(f"{out}/mlagate-run.log", "w") as fh:
+        fh.write(done.stdout + done.stderr)
+    if not glob.glob(f"{out}/results/*.json"):
+        print(f"run {i}: mlagate exited {done.returncode} with no results: {done.stderr[-400:]}")
     return out
 
 
@@ -158,7 +190,13 @@ def _case_line(i: int, r: dict) -> dict:
             for T, t in (m.get("l1") or {}).items()
         ],
         "pair_changes": [
-            {"pair": p["pair"], "T": p["T"], "first": p["first"], "change": _round(p["change"])}
+            {
+                "pair": p["pair"],
+                "T": p["T"],
+                "first": p["first"],
+                "change": _round(p["change"]),
+                **({"seconds": p["seconds"]} if "seconds" in p else {}),
+            }
             for p in m.get("pairs", [])
         ],
     }

@@ -76,7 +76,17 @@ def _round(mla, p: int, ours: tuple, theirs: tuple, caches: list[int]):
     """One process pair: fresh workers (their order alternates with p), the same model built
     in both, `samples` interleaved pairs per cache length; yields (T, figure, row)."""
     order = [ours, theirs] if p % 2 == 0 else [theirs, ours]
+    clock = time.monotonic()
+    spent = {"start": 0.0, "build": 0.0, "prime": 0.0, "samples": 0.0}
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        spent[phase] += now - clock
+        clock = now
+
     mla.fresh_workers(order)
+    lap("start")
     fp = [mla.ctx.pool.get(*slot).fingerprint for slot in (ours, theirs)]
     differ = [k for k in FINGERPRINT_KEYS if fp[0].get(k) != fp[1].get(k)]
     if differ:
@@ -85,10 +95,13 @@ def _round(mla, p: int, ours: tuple, theirs: tuple, caches: list[int]):
             "never compared"
         )
     keys = {slot: mla.build(arm=slot[0], replica=slot[1])[0] for slot in order}
+    lap("build")
     label = {ours: "arm", theirs: "baseline"}
-    for T in caches:
+    chunk = (mla.gates.get("prime_chunk") or {}).get(mla.ctx.profile_name)
+    for i, T in enumerate(caches):
         for slot in order:
-            mla.prime(keys[slot], T, arm=slot[0], replica=slot[1])
+            mla.prime(keys[slot], T, arm=slot[0], replica=slot[1], chunk=chunk)
+        lap("prime")
         t = mla.interleaved(
             [
                 {"label": label[s], "key": keys[s], "L": 1, "arm": s[0], "replica": s[1]}
@@ -96,6 +109,7 @@ def _round(mla, p: int, ours: tuple, theirs: tuple, caches: list[int]):
             ],
             samples=mla.gates["samples"],
         )
+        lap("samples")
         logs = [math.log(a / b) for a, b in zip(t["arm"], t["baseline"], strict=True)]
         y = stats.median(logs)
         yield (
@@ -108,6 +122,11 @@ def _round(mla, p: int, ours: tuple, theirs: tuple, caches: list[int]):
                 "change": math.expm1(y),
                 "arm_s": stats.median(t["arm"]),
                 "baseline_s": stats.median(t["baseline"]),
+                **(
+                    {"seconds": {k: round(v, 3) for k, v in spent.items()}}
+                    if i == len(caches) - 1
+                    else {}
+                ),
             },
         )
 

@@ -33,8 +33,10 @@ class Timing:
         replica: int = 0,
         horizon: int = 64,
         seed: int = 1,
+        chunk: int | None = None,
     ) -> dict:
-        """Prime and keep a cache of T tokens in the arm's worker, for timed samples."""
+        """Prime and keep a cache of T tokens in the arm's worker, for timed samples, prefilled
+        in chunks of `chunk` tokens (default: the profile's prefill_chunk)."""
         return self._worker(arm or self.case.arm, replica).call(
             "prime",
             self.profile.timeout_s,
@@ -42,7 +44,7 @@ class Timing:
             T=T,
             seed=seed,
             horizon=horizon,
-            chunk=self.profile.prefill_chunk,
+            chunk=chunk or self.profile.prefill_chunk,
         )
 
     def interleaved(
