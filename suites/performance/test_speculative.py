@@ -21,14 +21,23 @@ and plain decoding's top-two margin there are recorded), and the self-draft's th
 ratio spec / plain at the longest context must keep at least `min_ratio_retained` of its
 value at the shortest (speculation must not lose ground with context).
 
+The ground-kept gate is sequential: while its interval straddles the bound, plain decoding
+and the self draft take LOOK_STEP more timed runs at the shortest and the longest context, up
+to `max_samples` a series, within `budget_s`; every look at look_confidence(confidence,
+looks), so stopping at the first decided look keeps the stated confidence
+(metrics.sequential: the budget, the runs used, the looks, why it stopped).
+
 The run's mechanics (settings, checkpoints, the timed runs and their path proof) are in
 mlagate.harness.speculative_run; this file holds the gates, the two judgments and the figures.
 """
+
+import time
 
 import pytest
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid, speculative_run
+from mlagate.harness.timing import LOOK_STEP
 from mlagate.worker.speculation import TOP
 
 pytestmark = pytest.mark.mla_checkpoints
@@ -41,17 +50,21 @@ def test_speculative(mla):
     mla.metric("settings", cfg.metric())
     measured = speculative_run.measure(mla, cfg, target, drafts)
     mla.metric("paths", measured.paths)
+    _token_identity(mla, measured.mismatches)
+    if measured.unproven:
+        raise Invalid(measured.unproven[0])
+    retained = _sampled_until_decided(mla, cfg, measured, target, drafts)
     undecidable = _token_identity(mla, measured.mismatches)
     if measured.unproven:
         raise Invalid(measured.unproven[0])
-    _ground_kept(mla, measured, undecidable)
+    _ground_kept(mla, measured, retained, undecidable)
 
 
 def _token_identity(mla, mismatches: list[dict]) -> str | None:
     """The token-identity gate: a divergence from plain decoding decided by at least the tie
     margin fails the case; one only at near-ties is undecidable (the message returned)."""
     variant_dtype = speculative_run.variant_dtype(mla)
-    budget = mla.gates["tie_margin"][variant_dtype][mla.case.backend]
+    budget = _tie_margin(mla)
     decisive = [m for m in mismatches if speculative_run.decisive(m, budget)]
     mla.metric(
         "token_identity",
@@ -87,28 +100,80 @@ def _token_identity(mla, mismatches: list[dict]) -> str | None:
     )
 
 
-def _ground_kept(mla, measured: speculative_run.Measured, undecidable: str | None) -> None:
-    """The ground-kept gate: the self draft's spec/plain ratio at the longest context keeps at
-    least `min_ratio_retained` of its value at the shortest (an interval below the bound fails,
-    one straddling it is inconclusive); an undecidable token identity comes first."""
-    rows, paths, self_times = measured.rows, measured.paths, measured.self_times
-    self_rows = [row for row in rows if row["draft"] == "self"]
+def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target, drafts) -> tuple:
+    """The ground-kept gate's interval, in looks: after the first `samples` runs at every
+    context, LOOK_STEP more at the shortest and the longest context a look, up to
+    `max_samples`, while it straddles the bound and the case is within `budget_s`; each look at
+    look_confidence (Bonferroni: stopping at any look keeps `confidence`). Returns
+    (retained, lo, hi, level) and records metrics.sequential."""
+    gates, profile = mla.gates, mla.ctx.profile_name
+    self_rows = [row for row in measured.rows if row["draft"] == "self"]
     if len(self_rows) < 2:
         raise Invalid(
             "the ground-kept gate needs two context lengths or more; this case has "
             f"{len(self_rows)}"
         )
-    lo_row, hi_row = self_rows[0], self_rows[-1]
-    lo_t, hi_t = self_times[lo_row["context"]], self_times[hi_row["context"]]
-    retained, retained_lo, retained_hi = stats.retained_ci(
-        lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"]
+    lo_p, hi_p = self_rows[0]["context"], self_rows[-1]["context"]
+    bound, budget = gates["min_ratio_retained"], gates["budget_s"][profile]
+    plan = list(range(cfg.samples, max(cfg.samples, gates["max_samples"][profile]) + 1, LOOK_STEP))
+    level = stats.look_confidence(gates["confidence"], len(plan))
+    stopped, last, taken = "max_samples", 0.0, cfg.samples
+    for n in plan:
+        started = time.monotonic()
+        if n > cfg.samples:
+            if mla._elapsed() + last > budget:
+                stopped = "budget"
+                break
+            for P in (lo_p, hi_p):
+                speculative_run.more_samples(mla, cfg, target, drafts, measured, P, n - taken)
+            taken, last = n, time.monotonic() - started
+            if measured.unproven or any(
+                speculative_run.decisive(m, _tie_margin(mla)) for m in measured.mismatches
+            ):
+                break
+        lo_t, hi_t = measured.self_times[lo_p], measured.self_times[hi_p]
+        retained = stats.retained_ci(
+            lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"], level
+        )
+        if retained[2] < bound or retained[1] >= bound:
+            stopped = "decided"
+            break
+    mla.metric(
+        "sequential",
+        {
+            "budget_s": budget,
+            "used_s": round(mla._elapsed(), 3),
+            "samples": taken,
+            "max_samples": plan[-1],
+            "looks": plan.index(taken) + 1,
+            "planned_looks": len(plan),
+            "look_confidence": level,
+            "confidence": gates["confidence"],
+            "stopped": stopped,
+        },
     )
+    return (*retained, level, lo_p, hi_p)
+
+
+def _tie_margin(mla) -> float:
+    return mla.gates["tie_margin"][speculative_run.variant_dtype(mla)][mla.case.backend]
+
+
+def _ground_kept(mla, measured: speculative_run.Measured, retained: tuple, undecidable) -> None:
+    """The ground-kept gate: the self draft's spec/plain ratio at the longest context keeps at
+    least `min_ratio_retained` of its value at the shortest (an interval below the bound fails,
+    one straddling it is inconclusive); an undecidable token identity comes first."""
+    rows, paths = measured.rows, measured.paths
+    retained, retained_lo, retained_hi, level, lo_p, hi_p = retained
+    lo_row = next(r for r in rows if r["draft"] == "self" and r["context"] == lo_p)
+    hi_row = next(r for r in rows if r["draft"] == "self" and r["context"] == hi_p)
     bound = mla.gates["min_ratio_retained"]
     mla.metric(
         "gate",
         {
             "ratio_retained": retained,
             "interval": (retained_lo, retained_hi),
+            "confidence": level,
             "from_context": lo_row["context"],
             "to_context": hi_row["context"],
             "bound": bound,
@@ -129,5 +194,6 @@ def _ground_kept(mla, measured: speculative_run.Measured, undecidable: str | Non
         raise Invalid(
             f"inconclusive: {retained:.2f} of the spec/plain throughput retained from "
             f"P={lo_row['context']} to P={hi_row['context']}, "
-            f"interval {retained_lo:.2f}-{retained_hi:.2f} straddles the bound {bound}"
+            f"interval {retained_lo:.2f}-{retained_hi:.2f} at {level:.1%} straddles the bound "
+            f"{bound} after {len(measured.self_times[lo_p]['plain'])} runs a series"
         )

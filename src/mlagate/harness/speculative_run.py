@@ -192,6 +192,7 @@ class Measured:
     paths: dict[str, dict] = field(default_factory=dict)
     self_times: dict[int, dict] = field(default_factory=dict)
     unproven: list[str] = field(default_factory=list)
+    states: dict[int, dict] = field(default_factory=dict)
 
 
 def measure(mla, cfg: Settings, target, drafts: dict) -> Measured:
@@ -225,6 +226,7 @@ def measure(mla, cfg: Settings, target, drafts: dict) -> Measured:
             },
         }
         mla.result.observations.append(_observation(P, state))
+        m.states[P] = state
         _add_rows(m, cfg, series, P, state, verify_path)
         mla.metric("rows", m.rows)  # written as each context finishes: a later crash keeps these
     return m
@@ -253,6 +255,29 @@ def _time_context(mla, cfg: Settings, target, drafts: dict, series, P: int, mism
         for s in series if i % 2 == 0 else list(reversed(series)):
             _once(mla, s, k, N, state, timed=True)
     return state
+
+
+def more_samples(mla, cfg: Settings, target, drafts: dict, m: Measured, P: int, n: int) -> None:
+    """n more timed rounds of plain decoding and the self draft at context P, for a later look
+    of the ground-kept gate: the prompt primed anew, each series run once untimed, then ABBA.
+    Their outputs are checked against plain decoding's first as before, and their paths proved
+    (m.unproven says why not)."""
+    series = [
+        {"label": "plain", "mode": "plain"},
+        {"label": "spec:self", "mode": "spec", "draft": "self"},
+    ]
+    mla.call(
+        "spec_prime", target=target, drafts=drafts, P=P, seed=1, chunk=mla.profile.prefill_chunk
+    )
+    state, k, N = m.states[P], cfg.num_draft, cfg.new_tokens
+    for s in series:
+        _once(mla, s, k, N, state, timed=False)
+    for i in range(n):
+        for s in series if i % 2 == 0 else list(reversed(series)):
+            _once(mla, s, k, N, state, timed=True)
+    m.self_times[P] = {"plain": state["times"]["plain"], "spec": state["times"]["spec:self"]}
+    runs = state["runs"]
+    m.unproven = unproven_paths(P, [*series, {"label": "verify"}], runs)
 
 
 def _observation(P: int, state: dict) -> dict:
