@@ -105,7 +105,8 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
     context, LOOK_STEP more at the shortest and the longest context a look, up to
     `max_samples`, while it straddles the bound and the case is within `budget_s`; each look at
     look_confidence (Bonferroni: stopping at any look keeps `confidence`). Returns
-    (retained, lo, hi, level) and records metrics.sequential."""
+    (retained, lo, hi, level, shortest context, longest context) and records
+    metrics.sequential."""
     gates, profile = mla.gates, mla.ctx.profile_name
     self_rows = [row for row in measured.rows if row["draft"] == "self"]
     if len(self_rows) < 2:
@@ -130,6 +131,7 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
             if measured.unproven or any(
                 speculative_run.decisive(m, _tie_margin(mla)) for m in measured.mismatches
             ):
+                stopped = "decided"  # by the path proof or token identity, judged next
                 break
         lo_t, hi_t = measured.self_times[lo_p], measured.self_times[hi_p]
         retained = stats.retained_ci(
