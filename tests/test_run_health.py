@@ -6,10 +6,11 @@ import argparse
 import pytest
 
 from mlagate.commands import runopts as runcli
+from mlagate.gate import health
 from mlagate.matrix import load
 from mlagate.plan import Selection
 from tests.conftest import FIXTURES
-from tests.test_health import linux
+from tests.test_health import PS, linux
 
 
 def _linux(load):
@@ -113,3 +114,61 @@ def test_auto_workers_stop_at_the_runners_workers(fake_matrix, fake_cache, tmp_p
     bad = run_cli(*args, "-n", "auto", "--out", tmp_path / "c", cache=fake_cache)
     assert bad.returncode == 2 and "runners.linux-cpu.workers" in bad.stderr
     assert "an integer 1 to 1024" in bad.stderr and "Traceback" not in bad.stderr
+
+
+class _Decaying:
+    """A recorded Linux machine whose 1-minute load reads busy for the first `busy` reads."""
+
+    def __init__(self, busy: int, other: dict | None = None):
+        self.busy = linux(**{**(other or {}), "/proc/loadavg": "loadavg-busy.txt"})
+        self.idle = linux(**(other or {}))
+        self.left = busy
+
+    def __getattr__(self, name):
+        return getattr(self.idle, name)
+
+    def read(self, path):
+        if path == "/proc/loadavg" and self.left > 0:
+            self.left -= 1
+            return self.busy.read(path)
+        return self.idle.read(path)
+
+
+class _Clock:
+    def __init__(self):
+        self.t, self.slept = 0.0, []
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.t += s
+
+    def __call__(self):
+        return self.t
+
+
+def test_a_load_that_decays_is_waited_for_not_called_unfit():
+    clock, waits = _Clock(), []
+    report = health.settled(
+        _Decaying(3), "cpu", 120, on_wait=waits.append, sleep=clock.sleep, clock=clock
+    )
+    assert report.failed == [] and clock.slept == [5, 5, 5]
+    assert len(waits) == 1 and "1-minute load 3.90" in waits[0].detail
+
+
+def test_a_load_that_stays_is_unfit_after_the_wait():
+    clock = _Clock()
+    report = health.settled(_Decaying(10**6), "cpu", 12, sleep=clock.sleep, clock=clock)
+    assert [c.name for c in report.failed] == ["load"] and clock.t == 12
+
+
+def test_no_wait_when_another_check_fails_too():
+    clock = _Clock()
+    busy_and_mlx = _Decaying(10**6, {PS: "ps-busy.txt"})
+    report = health.settled(busy_and_mlx, "cpu", 120, sleep=clock.sleep, clock=clock)
+    assert {c.name for c in report.failed} >= {"load"} and len(report.failed) > 1
+    assert clock.slept == []
+
+
+def test_settle_is_a_number_of_seconds(run_cli):
+    proc = run_cli("run", "--settle", "soon")
+    assert proc.returncode == 2 and "--settle: 'soon' is not a number of seconds" in proc.stderr

@@ -42,12 +42,30 @@ def options(p: argparse.ArgumentParser) -> None:
         "mlagate health --performance; with --head, a case still failing as on base is red too",
     )
     p.add_argument(
+        "--settle",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="before timing, wait up to this long while the load alone makes the machine unfit "
+        "(a 1-minute load average still holds the last minute's work; default 120, 0: no wait)",
+    )
+    p.add_argument(
         "--allow-unfit",
         action="store_true",
         help="keep the verdicts of performance suites timed on a machine unfit by mlagate "
         "health --performance (each result records the override; without it they are invalid)",
     )
     reuse.options(p)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 to 3600 seconds")
+    return value
 
 
 def reuse_store(args) -> tuple[Path | None, bool, bool]:
@@ -75,7 +93,16 @@ def performance_health(args, matrix, selection, backend: str, system=None) -> di
         return None
     if args.strict and getattr(args, "allow_unfit", False):
         raise execute.UsageError("--allow-unfit: does not go with --strict")
-    fitness = health.check(system or health.System(), performance=True, backend=backend)
+    fitness = health.settled(
+        system or health.System(),
+        backend,
+        getattr(args, "settle", 0.0),
+        on_wait=lambda c: print(
+            f"mlagate: waiting up to {args.settle:g} s for the load to settle ({c.detail})",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
     if fitness.failed and args.strict:
         why = "; ".join(f"{c.name}: {c.detail}" for c in fitness.failed)
         raise Refused(
