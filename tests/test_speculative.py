@@ -95,6 +95,21 @@ def test_token_identity_holds_on_the_stock_arm(defect_run):
 
 
 @pytest.mark.arms
+def test_a_runtime_without_the_processors_package_runs(tmp_path, real_cache):
+    """mlx-lm 0.31.3 has no mlx_lm.processors, which 0.32's generate.py needs initialised: the
+    worker initialises it only where it exists (the case raised ModuleNotFoundError before)."""
+    text = MATRIX.read_text().replace(
+        "arms:  # arms\n",
+        "arms:  # arms\n  mlx-lm-0.31.3:\n    runtime: mlx-lm\n    pypi: mlx-lm==0.31.3\n"
+        "    role: stock\n",
+        1,
+    )
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.31.3")
+    assert row["verdict"] == "pass", row["reason"]
+    assert row["metrics"]["token_identity"]["count"] == 0
+
+
+@pytest.mark.arms
 def test_a_planted_verify_defect_fails_token_identity(defect_run):
     _, rows = defect_run
     bad = rows[("mlx-lm-verify-defect", "synthetic")]

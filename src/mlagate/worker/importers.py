@@ -21,7 +21,7 @@ ABSENT_OK = ("transformers", "huggingface_hub", "numpy")
 
 # Subpackages whose __init__ a runtime module needs run for real (the worker's LeanImporter
 # leaves every package init of the arm a bare namespace): generate.py imports
-# processors.load_processor.
+# processors.load_processor (from mlx-lm 0.32; a runtime without the package skips it).
 REAL_INITS = {"generate": ("processors",)}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -69,7 +70,8 @@ class SpeculationOps:
             self._absent = AbsentImporter()
             sys.meta_path.append(self._absent)
         for package in REAL_INITS.get(name, ()):
-            run_init(importlib.import_module(f"{root}.{package}"))
+            if importlib.util.find_spec(f"{root}.{package}") is not None:  # mlx-lm 0.31.3 has none
+                run_init(importlib.import_module(f"{root}.{package}"))
         module = importlib.import_module(f"{root}.{name}")
         self._in_arm(module)
         return module
