@@ -172,3 +172,13 @@ def test_no_wait_when_another_check_fails_too():
 def test_settle_is_a_number_of_seconds(run_cli):
     proc = run_cli("run", "--settle", "soon")
     assert proc.returncode == 2 and "--settle: 'soon' is not a number of seconds" in proc.stderr
+
+
+def test_allow_unfit_does_not_wait_for_the_load(capsys):
+    matrix = load(FIXTURES / "fake-perf.yaml")
+    args = argparse.Namespace(strict=False, allow_unfit=True, settle=120.0)
+    record = runcli.performance_health(
+        args, matrix, Selection(suites=("l1_parity",)), "cpu", _linux("loadavg-busy.txt")
+    )
+    err = capsys.readouterr().err
+    assert record["override"] and "unfit for timings: load" in err and "waiting" not in err

@@ -47,7 +47,8 @@ def options(p: argparse.ArgumentParser) -> None:
         default=120.0,
         metavar="SECONDS",
         help="before timing, wait up to this long while the load alone makes the machine unfit "
-        "(a 1-minute load average still holds the last minute's work; default 120, 0: no wait)",
+        "(a 1-minute load average still holds the last minute's work; default 120, 0: no wait; "
+        "no wait with --allow-unfit)",
     )
     p.add_argument(
         "--allow-unfit",
@@ -93,10 +94,11 @@ def performance_health(args, matrix, selection, backend: str, system=None) -> di
         return None
     if args.strict and getattr(args, "allow_unfit", False):
         raise execute.UsageError("--allow-unfit: does not go with --strict")
+    keep_unfit = getattr(args, "allow_unfit", False)
     fitness = health.settled(
         system or health.System(),
         backend,
-        getattr(args, "settle", 0.0),
+        0.0 if keep_unfit else getattr(args, "settle", 0.0),  # --allow-unfit keeps them anyway
         on_wait=lambda c: print(
             f"mlagate: waiting up to {args.settle:g} s for the load to settle ({c.detail})",
             file=sys.stderr,
