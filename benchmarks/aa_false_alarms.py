@@ -21,7 +21,6 @@ runner's noise), with the smallest tolerance each gate run would have passed at.
 import argparse
 import glob
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,6 @@ def main() -> None:
             longest = max(r["seconds"] for r in runs)
             if time.monotonic() - begun + longest > args.until:
                 break  # the next run would not end in time: stop whole, never cut a run
-        _settle()
         started = time.monotonic()
         out = _gate_run(i, args, modules)
         seconds = time.monotonic() - started
@@ -90,18 +88,6 @@ def summary(runs: list[dict]) -> dict:
         if runs
         else None,
     }
-
-
-def _settle(limit_s: float = 180) -> None:
-    """Wait (at most limit_s) until the 1-minute load is at most half the CPUs, as
-    `mlagate health --performance` asks: the previous gate run's own load decays first, or the
-    next run would start on a machine its health check calls unfit."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        with open("/proc/loadavg") as fh:
-            if float(fh.read().split()[0]) <= (os.cpu_count() or 1) / 2:
-                return
-        time.sleep(5)
 
 
 def _finite(x: float) -> bool:

@@ -171,7 +171,7 @@ def test_no_wait_when_another_check_fails_too():
 
 def test_settle_is_a_number_of_seconds(run_cli):
     proc = run_cli("run", "--settle", "soon")
-    assert proc.returncode == 2 and "--settle: 'soon' is not a number of seconds" in proc.stderr
+    assert proc.returncode == 2 and "--settle: expected a number, got 'soon'" in proc.stderr
 
 
 def test_allow_unfit_does_not_wait_for_the_load(capsys):

@@ -22,7 +22,7 @@ ratio spec / plain at the longest context must keep at least `min_ratio_retained
 value at the shortest (speculation must not lose ground with context).
 
 The ground-kept gate is sequential: while its interval straddles the bound, plain decoding
-and the self draft take LOOK_STEP more timed runs at the shortest and the longest context, up
+and the self draft take 6 more timed runs at the shortest and the longest context, up
 to `max_samples` a series, within `budget_s`; every look at look_confidence(confidence,
 looks), so stopping at the first decided look keeps the stated confidence
 (metrics.sequential: the budget, the runs used, the looks, why it stopped).
@@ -31,13 +31,11 @@ The run's mechanics (settings, checkpoints, the timed runs and their path proof)
 mlagate.harness.speculative_run; this file holds the gates, the two judgments and the figures.
 """
 
-import time
-
 import pytest
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid, speculative_run
-from mlagate.harness.timing import LOOK_STEP
+from mlagate.harness.timing import sequential
 from mlagate.worker.speculation import TOP
 
 pytestmark = pytest.mark.mla_checkpoints
@@ -101,12 +99,12 @@ def _token_identity(mla, mismatches: list[dict]) -> str | None:
 
 
 def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target, drafts) -> tuple:
-    """The ground-kept gate's interval, in looks: after the first `samples` runs at every
-    context, LOOK_STEP more at the shortest and the longest context a look, up to
-    `max_samples`, while it straddles the bound and the case is within `budget_s`; each look at
-    look_confidence (Bonferroni: stopping at any look keeps `confidence`). Returns
-    (retained, lo, hi, level, shortest context, longest context) and records
-    metrics.sequential."""
+    """The ground-kept gate's interval, in looks (mlagate.harness.timing.sequential): after the
+    first `samples` runs at every context, LOOK_STEP more at the shortest and the longest
+    context a look, up to `max_samples`, while it straddles the bound and the case is within
+    `budget_s`. A look whose runs break the path proof or token identity ends the looking (the
+    caller judges them). Returns (retained, lo, hi, level, shortest context, longest context)
+    and records metrics.sequential."""
     gates, profile = mla.gates, mla.ctx.profile_name
     self_rows = [row for row in measured.rows if row["draft"] == "self"]
     if len(self_rows) < 2:
@@ -115,46 +113,39 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
             f"{len(self_rows)}"
         )
     lo_p, hi_p = self_rows[0]["context"], self_rows[-1]["context"]
-    bound, budget = gates["min_ratio_retained"], gates["budget_s"][profile]
-    plan = list(range(cfg.samples, max(cfg.samples, gates["max_samples"][profile]) + 1, LOOK_STEP))
-    level = stats.look_confidence(gates["confidence"], len(plan))
-    stopped, last, taken = "max_samples", 0.0, cfg.samples
-    for n in plan:
-        started = time.monotonic()
-        if n > cfg.samples:
-            if mla._elapsed() + last > budget:
-                stopped = "budget"
-                break
+    bound = gates["min_ratio_retained"]
+    state = {"taken": cfg.samples, "retained": None}
+
+    def take(n: int) -> None:
+        if n > state["taken"]:
             for P in (lo_p, hi_p):
-                speculative_run.more_samples(mla, cfg, target, drafts, measured, P, n - taken)
-            taken, last = n, time.monotonic() - started
-            if measured.unproven or any(
-                speculative_run.decisive(m, _tie_margin(mla)) for m in measured.mismatches
-            ):
-                stopped = "decided"  # by the path proof or token identity, judged next
-                break
+                speculative_run.more_samples(
+                    mla, cfg, target, drafts, measured, P, n - state["taken"]
+                )
+            state["taken"] = n
+
+    def judge(level: float):
         lo_t, hi_t = measured.self_times[lo_p], measured.self_times[hi_p]
         retained = stats.retained_ci(
             lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"], level
         )
-        if retained[2] < bound or retained[1] >= bound:
-            stopped = "decided"
-            break
-    mla.metric(
-        "sequential",
-        {
-            "budget_s": budget,
-            "used_s": round(mla._elapsed(), 3),
-            "samples": taken,
-            "max_samples": plan[-1],
-            "looks": plan.index(taken) + 1,
-            "planned_looks": len(plan),
-            "look_confidence": level,
-            "confidence": gates["confidence"],
-            "stopped": stopped,
-        },
+        state["retained"] = (*retained, level)
+        broken = measured.unproven or any(
+            speculative_run.decisive(m, _tie_margin(mla)) for m in measured.mismatches
+        )
+        return "decided" if broken or retained[2] < bound or retained[1] >= bound else None
+
+    _, record = sequential(
+        cfg.samples,
+        gates["max_samples"][profile],
+        gates["confidence"],
+        gates["budget_s"][profile],
+        mla._elapsed,
+        take,
+        judge,
     )
-    return (*retained, level, lo_p, hi_p)
+    mla.metric("sequential", record)
+    return (*state["retained"], lo_p, hi_p)
 
 
 def _tie_margin(mla) -> float:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from mlagate import results
+from mlagate.commands import args as cargs
 from mlagate.gate import health, resume, reuse
 from mlagate.gate import run as execute
 
@@ -43,7 +44,7 @@ def options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--settle",
-        type=_seconds,
+        type=cargs.number(0, 3600),
         default=120.0,
         metavar="SECONDS",
         help="before timing, wait up to this long while the load alone makes the machine unfit "
@@ -57,16 +58,6 @@ def options(p: argparse.ArgumentParser) -> None:
         "health --performance (each result records the override; without it they are invalid)",
     )
     reuse.options(p)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 to 3600 seconds")
-    return value
 
 
 def reuse_store(args) -> tuple[Path | None, bool, bool]:

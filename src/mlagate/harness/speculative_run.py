@@ -237,9 +237,6 @@ def _time_context(mla, cfg: Settings, target, drafts: dict, series, P: int, mism
     each series untimed (`warmup` times, at least once), then `samples` timed rounds of all
     series, interleaved ABBA. The state: the timed runs and seconds per series, and the first
     plain output (the reference every output is checked against)."""
-    mla.call(
-        "spec_prime", target=target, drafts=drafts, P=P, seed=1, chunk=mla.profile.prefill_chunk
-    )
     state = {
         "P": P,
         "times": {s["label"]: [] for s in series},
@@ -247,14 +244,28 @@ def _time_context(mla, cfg: Settings, target, drafts: dict, series, P: int, mism
         "reference": None,
         "mismatches": mismatches,
     }
+    _timed_runs(mla, cfg, target, drafts, series, state, max(1, cfg.warmup), cfg.samples)
+    return state
+
+
+def _timed_runs(mla, cfg: Settings, target, drafts, series, state: dict, warmup: int, n: int):
+    """The prompt of state["P"] primed anew, each series run `warmup` times untimed, then n
+    timed rounds of all series, interleaved ABBA (into state)."""
+    mla.call(
+        "spec_prime",
+        target=target,
+        drafts=drafts,
+        P=state["P"],
+        seed=1,
+        chunk=mla.profile.prefill_chunk,
+    )
     k, N = cfg.num_draft, cfg.new_tokens
     for s in series:
-        for _ in range(max(1, cfg.warmup)):
+        for _ in range(warmup):
             _once(mla, s, k, N, state, timed=False)
-    for i in range(cfg.samples):
+    for i in range(n):
         for s in series if i % 2 == 0 else list(reversed(series)):
             _once(mla, s, k, N, state, timed=True)
-    return state
 
 
 def more_samples(mla, cfg: Settings, target, drafts: dict, m: Measured, P: int, n: int) -> None:
@@ -266,18 +277,10 @@ def more_samples(mla, cfg: Settings, target, drafts: dict, m: Measured, P: int, 
         {"label": "plain", "mode": "plain"},
         {"label": "spec:self", "mode": "spec", "draft": "self"},
     ]
-    mla.call(
-        "spec_prime", target=target, drafts=drafts, P=P, seed=1, chunk=mla.profile.prefill_chunk
-    )
-    state, k, N = m.states[P], cfg.num_draft, cfg.new_tokens
-    for s in series:
-        _once(mla, s, k, N, state, timed=False)
-    for i in range(n):
-        for s in series if i % 2 == 0 else list(reversed(series)):
-            _once(mla, s, k, N, state, timed=True)
+    state = m.states[P]
+    _timed_runs(mla, cfg, target, drafts, series, state, 1, n)
     m.self_times[P] = {"plain": state["times"]["plain"], "spec": state["times"]["spec:self"]}
-    runs = state["runs"]
-    m.unproven = unproven_paths(P, [*series, {"label": "verify"}], runs)
+    m.unproven = unproven_paths(P, [*series, {"label": "verify"}], state["runs"])
 
 
 def _observation(P: int, state: dict) -> dict:

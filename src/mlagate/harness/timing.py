@@ -73,48 +73,23 @@ class Timing:
     ) -> tuple[dict[str, list[float]], object, dict]:
         """Interleaved samples taken in looks until judge decides (sequential, within one
         worker): `gates["samples"]` first, then LOOK_STEP more a look, up to
-        `gates["max_samples"]`, while the case's time is within budget_s.
+        `gates["max_samples"]`, while the case's time is within budget_s (`sequential`).
 
-        judge(times, confidence) returns a verdict (None: undecided) and is asked at each look
-        at look_confidence(gates["confidence"], looks): all looks together hold at the stated
-        confidence, so stopping at the first decided look keeps it. Returns (times, the last
+        judge(times, confidence) returns a verdict (None: undecided). Returns (times, the last
         verdict, the record of the stopping: budget, samples used, looks, why it stopped).
         """
-        from mlagate import stats
-
-        first, most = self._odd(gates["samples"]), gates["max_samples"]
-        plan = list(range(first, max(first, most) + 1, LOOK_STEP))
-        level = stats.look_confidence(gates["confidence"], len(plan))
         run = _Run(self, series, None)
-        verdict, stopped, last = None, "max_samples", 0.0
-        for n in plan:
-            started = time.monotonic()
-            if n > first and self._elapsed() + last > budget_s:
-                stopped = "budget"
-                break
-            run.take(n - len(run.times[series[0]["label"]]))
-            last = time.monotonic() - started
-            verdict = judge(run.times, level)
-            if verdict is not None:
-                stopped = "decided"
-                break
-        run.record()
-        used = len(run.times[series[0]["label"]])
-        return (
-            run.times,
-            verdict,
-            {
-                "budget_s": budget_s,
-                "used_s": round(self._elapsed(), 3),
-                "samples": used,
-                "max_samples": plan[-1],
-                "looks": plan.index(used) + 1,
-                "planned_looks": len(plan),
-                "look_confidence": level,
-                "confidence": gates["confidence"],
-                "stopped": stopped,
-            },
+        verdict, record = sequential(
+            self._odd(gates["samples"]),
+            gates["max_samples"],
+            gates["confidence"],
+            budget_s,
+            self._elapsed,
+            lambda n: run.take(n - len(run.times[series[0]["label"]])),
+            lambda level: judge(run.times, level),
         )
+        run.record()
+        return run.times, verdict, record
 
     def fresh_workers(self, slots: list[tuple[str, int]]) -> None:
         """Close the workers of these (arm, replica) slots and start fresh ones in this order:
@@ -135,6 +110,44 @@ class Timing:
                 "samples): the count must be odd, the median is a sample"
             )
         return samples
+
+
+def sequential(
+    first: int, most: int, confidence: float, budget_s: float, elapsed, take, judge
+) -> tuple[object, dict]:
+    """Looks at first, first + LOOK_STEP, ... up to most samples: take(n) brings the samples to
+    n, then judge(level) returns a verdict or None (undecided). Each look is at
+    look_confidence(confidence, looks), so all looks hold together at `confidence` and stopping
+    at the first decided one keeps it. A look after the first is not started when the case's
+    time (elapsed()) plus the last look's would overrun budget_s. Returns (the last verdict,
+    the record of the stopping: metrics.sequential)."""
+    from mlagate import stats
+
+    plan = list(range(first, max(first, most) + 1, LOOK_STEP))
+    level = stats.look_confidence(confidence, len(plan))
+    verdict, stopped, last, taken = None, "max_samples", 0.0, first
+    for n in plan:
+        started = time.monotonic()
+        if n > first and elapsed() + last > budget_s:
+            stopped = "budget"
+            break
+        take(n)
+        taken, last = n, time.monotonic() - started
+        verdict = judge(level)
+        if verdict is not None:
+            stopped = "decided"
+            break
+    return verdict, {
+        "budget_s": budget_s,
+        "used_s": round(elapsed(), 3),
+        "samples": taken,
+        "max_samples": plan[-1],
+        "looks": plan.index(taken) + 1,
+        "planned_looks": len(plan),
+        "look_confidence": level,
+        "confidence": confidence,
+        "stopped": stopped,
+    }
 
 
 class _Run:
