@@ -49,7 +49,7 @@ def limit(r: int, n: int, v: int) -> Fraction:
 
 
 def table_threshold(r: int, n: int, v: int) -> int:
-    """floor(limit): the figure DESIGN.md tabulates (170, 398, 512).
+    """floor(limit): the published crossover per head geometry (170, 398, 512; docs/correctness.md).
 
     When the limit is itself an integer (512/256/256 gives exactly 512) the largest width
     admitted at any finite T is one less (511): the limit is a supremum, not a maximum.
