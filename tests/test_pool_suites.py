@@ -16,6 +16,14 @@ MATRIX = FIXTURES / "fake-pools.yaml"
 SUITES = ("pool_equivalence", "trim_after_rejection", "speculative_transaction")
 
 
+def _state_budget(suite: str) -> float:
+    """The suite's state budget on CPU: a sound pool is within it (a BLAS that picks another
+    kernel for another row count may round a few ULPs apart), a defective one far beyond."""
+    from mlagate.matrix import load
+
+    return load(MATRIX).suites[suite].gates["state_ulps"]["cpu"]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("pools")
@@ -45,11 +53,13 @@ def test_pool_equivalence_catches_a_wide_step_that_repools_from_a_wrong_offset(r
     verdicts, _ = run
     bad = verdicts[("pool_equivalence", "fake/wrongoffset")]
     assert bad["verdict"] == "fail"
-    rows = bad["metrics"]["cases"]
-    assert all(v["state_max_ulps"] == 0 for k, v in rows.items() if k.startswith("T=16,")), (
-        "aligned caches pool from the right offset"
-    )
-    assert any(v["state_max_ulps"] > 64 for k, v in rows.items() if k.startswith("T=18,"))
+    rows, budget = bad["metrics"]["cases"], _state_budget("pool_equivalence")
+    assert all(
+        v["state_max_ulps"] <= budget and v["topk_mismatches"] == 0
+        for k, v in rows.items()
+        if k.startswith("T=16,")
+    ), ("aligned caches pool from the right offset", rows)
+    assert any(v["state_max_ulps"] > budget for k, v in rows.items() if k.startswith("T=18,"))
     rep = bad["metrics"]["reproducers"][0]
     assert (
         rep["T"] == 18
@@ -66,13 +76,13 @@ def test_trim_after_rejection_catches_a_stale_pool_only_where_a_window_is_uncomp
     verdicts, _ = run
     bad = verdicts[("trim_after_rejection", "fake/stalepool")]
     assert bad["verdict"] == "fail" and "(crosses a window)" in bad["reason"]
-    rows = bad["metrics"]["cases"].values()
+    rows, budget = bad["metrics"]["cases"].values(), _state_budget("trim_after_rejection")
     assert all(
-        r["topk_mismatches"] == 0 and r["state_max_ulps"] == 0
+        r["topk_mismatches"] == 0 and r["state_max_ulps"] <= budget
         for r in rows
         if not r["crosses_window"]
-    )
-    assert all(r["state_max_ulps"] > 64 for r in rows if r["crosses_window"])
+    ), list(rows)
+    assert all(r["state_max_ulps"] > budget for r in rows if r["crosses_window"])
     assert all(r["crosses_window"] for r in bad["metrics"]["reproducers"])
 
 
