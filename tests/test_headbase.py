@@ -269,8 +269,9 @@ def shipped_trees(tmp_path):
 
 def test_the_derived_shipped_matrix_keeps_only_what_its_modules_and_arms_need(tmp_path):
     """The shipped matrix derived for an mlx-lm head: it parses (on main 8dd4a35 it did not:
-    its expectations named mlx-vlm modules); findings of the stock arm go to base (a skip also
-    to head), no mutants, checkpoints and suite module lists of the kept modules only."""
+    its expectations named mlx-vlm modules); findings of the stock arm go to base with their
+    failure kinds (a skip also to head), no mutants, checkpoints and suite module lists of the
+    kept modules only."""
     from mlagate import matrix
     from mlagate.gate import headbase
 
@@ -281,12 +282,16 @@ def test_the_derived_shipped_matrix_keeps_only_what_its_modules_and_arms_need(tm
     assert set(derived.arms) == {"head", "base"} and set(derived.modules) == set(found)
     assert "mutants" not in doc
     stock = {
-        (e.suite, e.module, e.verdict) for e in shipped.expectations if e.arm == "mlx-lm-0.32.2"
+        (e.suite, e.module, e.verdict, e.kinds)
+        for e in shipped.expectations
+        if e.arm == "mlx-lm-0.32.2"
     }
-    on_base = {(e.suite, e.module, e.verdict) for e in derived.expectations if e.arm == "base"}
+    on_base = {
+        (e.suite, e.module, e.verdict, e.kinds) for e in derived.expectations if e.arm == "base"
+    }
     assert on_base == stock
     assert {(e.suite, e.module) for e in derived.expectations if e.arm == "head"} == {
-        (s, m) for s, m, v in stock if v == "skip"
+        (s, m) for s, m, v, _ in stock if v == "skip"
     }
     assert {c.module for c in derived.checkpoints.values()} <= set(found)
     assert all(set(s.modules or ()) <= set(found) for s in derived.suites.values())

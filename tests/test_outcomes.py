@@ -129,15 +129,23 @@ def _with_expectation(path: Path, entry: str) -> Path:
     return path
 
 
-def test_a_known_finding_may_name_its_failure_kind(fake_matrix):
+def test_a_known_fail_names_its_failure_kinds(fake_matrix):
     entry = (
         "  - {suite: probes, module: fake/split, arm: fake-stock, verdict: fail, "
         "reason: planted, kind: %s}\n"
     )
     (e,) = load(_with_expectation(fake_matrix, entry % "guards_disagree")).expectations
-    assert e.kind == "guards_disagree"
+    assert e.kinds == ("guards_disagree",)
+    (e,) = load(
+        _with_expectation(fake_matrix, entry % "[guards_disagree, wrong_path]")
+    ).expectations
+    assert e.kinds == ("guards_disagree", "wrong_path")
     with pytest.raises(MatrixError, match=r"expectations\[0\]\.kind.*one of wrong_path"):
         load(_with_expectation(fake_matrix, entry % "boundary_off"))
+    with pytest.raises(MatrixError, match=r"expectations\[0\]\.kind\[1\].*one of wrong_path"):
+        load(_with_expectation(fake_matrix, entry % "[wrong_path, boundary_off]"))
+    with pytest.raises(MatrixError, match=r"expectations\[0\]\.kind: a known fail names"):
+        load(_with_expectation(fake_matrix, entry.replace(", kind: %s", "")))
     with pytest.raises(MatrixError, match="a failure kind goes with verdict fail"):
         load(
             _with_expectation(

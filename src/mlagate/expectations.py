@@ -1,11 +1,11 @@
 """What each case is expected to do, decided before it runs.
 
 A known finding in matrix.yaml's `expectations` wins (pass, fail, or skip: not planned, with its
-reason; a fail may name its failure kind). Otherwise the arm's role decides: a stock or base arm
-is a *control*, which must fail the suites that detect the single-query guard (their contract's
-controls_fail) with one of the kinds that defect produces (its control_kinds) and pass the
-others; a patched or head arm must pass. A checkpoint the runner does not hold is argued, not
-measured.
+reason; a fail names the failure kinds it fails with). Otherwise the arm's role decides: a
+stock or base arm is a *control*, which must fail the suites that detect the single-query
+guard (their contract's controls_fail) with one of the kinds that defect produces (its
+control_kinds) and pass the others; a patched or head arm must pass. A checkpoint the
+runner does not hold is argued, not measured.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def expect(
             return Expected(
                 e.verdict,
                 f"known finding: {e.reason}" + (f" ({e.link})" if e.link else ""),
-                kinds=(e.kind,) if e.kind else (),
+                kinds=e.kinds,
             )
     role = matrix.arms[arm].role
     declared = matrix.suites[suite]

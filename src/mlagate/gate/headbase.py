@@ -158,6 +158,7 @@ def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict
             entry |= {"geometry": e.geometry} if e.geometry else {}
             entry |= {"backend": e.backend} if e.backend else {}
             entry |= {"verdict": e.verdict, "reason": e.reason}
+            entry |= {"kind": list(e.kinds)} if e.kinds else {}
             entry |= {"link": e.link} if e.link else {}
             out.setdefault((e.suite, mid, arm, e.geometry, e.backend), entry)
     return list(out.values())

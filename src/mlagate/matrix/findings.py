@@ -61,7 +61,8 @@ def read_expectations(
     checkpoints: Mapping[str, Checkpoint],
 ) -> tuple[Expectation, ...]:
     """Known findings: `expectations: [{suite, module, arm, verdict, reason, link?, geometry?,
-    backend?, kind?}]`; kind (with verdict fail): the failure kind, one of the suite's."""
+    backend?, kind}]`; kind, with verdict fail and only then: the failure kind it fails with, or a
+    list of them (a fail of another kind is a changed failure), each one of the suite's."""
     if node is None or node.value is None:
         return ()
     if not isinstance(node.value, list):
@@ -115,12 +116,32 @@ def read_expectations(
     return tuple(out)
 
 
-def _kind(r: Reader, m: dict, key: str, suite: Suite) -> str | None:
-    kinds = suite.failure_kinds
-    kind = r.opt(m, "kind", key, str, check=lambda x: x in kinds, what="one of " + ", ".join(kinds))
-    if kind is not None and m["verdict"].value != "fail":
-        raise r.fail(m["kind"], f"{key}.kind", "a failure kind goes with verdict fail")
-    return kind
+def _kind(r: Reader, m: dict, key: str, suite: Suite) -> tuple[str, ...]:
+    known = suite.failure_kinds
+    node = m.get("kind")
+    if m["verdict"].value != "fail":
+        if node is not None:
+            raise r.fail(node, f"{key}.kind", "a failure kind goes with verdict fail")
+        return ()
+    if node is None or node.value is None:
+        raise r.fail(
+            m["verdict"],
+            f"{key}.kind",
+            "a known fail names the failure kind it fails with (one of " + ", ".join(known) + ")",
+        )
+    if isinstance(node.value, list):
+        kinds = r.str_list(node, f"{key}.kind")
+        if not kinds:
+            raise r.fail(node, f"{key}.kind", "expected one of " + ", ".join(known))
+        for i, k in enumerate(kinds):
+            if k not in known:
+                raise r.fail(
+                    node.value[i], f"{key}.kind[{i}]", "expected one of " + ", ".join(known)
+                )
+        return tuple(dict.fromkeys(kinds))
+    return (
+        r.req(m, "kind", key, str, check=lambda x: x in known, what="one of " + ", ".join(known)),
+    )
 
 
 def read_equivalent_mutants(

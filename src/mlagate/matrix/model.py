@@ -175,7 +175,7 @@ class Expectation:
     link: str = ""
     geometry: str | None = None  # None: every geometry (and checkpoint) of the module
     backend: str | None = None  # None: every backend
-    kind: str | None = None  # verdict fail: the failure kind it fails with (None: any kind)
+    kinds: tuple[str, ...] = ()  # verdict fail: every failure kind it fails with
 
     def matches(self, suite: str, module: str, arm: str, geometry: str, backend: str) -> bool:
         return (
