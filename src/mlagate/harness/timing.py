@@ -152,10 +152,15 @@ def sequential(
 
 class _Run:
     """One interleaved measurement of some series: calibrated once, sampled in one or more
-    takes (ABBA continues across takes), recorded once."""
+    takes (ABBA continues across takes), recorded once.
+
+    Series in two or more workers rewarm before each sample (op `sample`): a sample that
+    follows another process's would otherwise pay for that process's use of the caches. Series
+    of one worker follow each other on the same primed cache and skip it."""
 
     def __init__(self, case, series: list[dict], warmup: int | None):
         self.case, self.series = case, series
+        self.rewarm = len({self._slot(s) for s in series}) > 1
         self.label_path: dict[str, str] = {}
         self.times: dict[str, list[float]] = {s["label"]: [] for s in series}
         self.loops: dict[str, int] = {s["label"]: 1 for s in series}
@@ -173,15 +178,18 @@ class _Run:
                 self.one(s)
         self.taken = 0
 
+    def _slot(self, s: dict) -> tuple[str, int]:
+        return (s.get("arm") or self.case.case.arm, s.get("replica", 0))
+
     def one(self, s: dict) -> dict:
-        arm = s.get("arm") or self.case.case.arm
-        return self.case._worker(arm, s.get("replica", 0)).call(
+        return self.case._worker(*self._slot(s)).call(
             "sample",
             self.case.profile.timeout_s,
             key=s["key"],
             L=s["L"],
             force=s.get("force"),
             loops=self.loops[s["label"]],
+            rewarm=self.rewarm,
         )
 
     def take(self, samples: int) -> None:

@@ -66,9 +66,10 @@ class StepOps:
         around each, the cache trimmed back to T after each), and return the mean time of one
         step. The counters are taken around the timed regions only.
 
-        The same step runs once untimed first (rewarm), because interleaved arms live in
-        different processes: without it, a sample that follows another worker's would pay
-        for that worker's use of the caches, and an odd number of samples cannot balance it.
+        The same step runs once untimed first (rewarm; `rewarm: false` when every series of
+        the measurement is in this worker), because interleaved arms live in different
+        processes: without it, a sample that follows another worker's would pay for that
+        worker's use of the caches, and an odd number of samples cannot balance it.
         A cache that cannot be trimmed is primed anew after the step and allows one loop."""
         mx = self.mx
         entry = self.models[req["key"]]
