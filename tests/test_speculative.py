@@ -140,7 +140,7 @@ def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, r
         .replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 1024]}")
         .replace("samples: {quick: 1}", "samples: {quick: 5}")
     )
-    text = text.replace("min_ratio_retained: 0.05", "min_ratio_retained: 0.9")
+    text = text.replace("min_ratio_retained: {cpu: 0.05", "min_ratio_retained: {cpu: 0.9")
     assert "[32, 1024]" in text and "0.9" in text
     row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
     assert row["verdict"] == "fail" and "loses ground with context" in row["reason"], row["reason"]

@@ -30,7 +30,7 @@ class Case:
 
     def __init__(self, bound: float, budget_s: float = 300, elapsed_s: float = 0):
         self.gates = {
-            "min_ratio_retained": bound,
+            "min_ratio_retained": {"cpu": bound},
             "max_samples": {"quick": 21},
             "confidence": 0.95,
             "budget_s": {"quick": budget_s},

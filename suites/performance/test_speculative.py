@@ -113,7 +113,7 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
             f"{len(self_rows)}"
         )
     lo_p, hi_p = self_rows[0]["context"], self_rows[-1]["context"]
-    bound = gates["min_ratio_retained"]
+    bound = gates["min_ratio_retained"][mla.case.backend]
     state = {"taken": cfg.samples, "retained": None}
 
     def take(n: int) -> None:
@@ -160,7 +160,7 @@ def _ground_kept(mla, measured: speculative_run.Measured, retained: tuple, undec
     retained, retained_lo, retained_hi, level, lo_p, hi_p = retained
     lo_row = next(r for r in rows if r["draft"] == "self" and r["context"] == lo_p)
     hi_row = next(r for r in rows if r["draft"] == "self" and r["context"] == hi_p)
-    bound = mla.gates["min_ratio_retained"]
+    bound = mla.gates["min_ratio_retained"][mla.case.backend]
     mla.metric(
         "gate",
         {

@@ -34,9 +34,15 @@ class Timing:
         horizon: int = 64,
         seed: int = 1,
         chunk: int | None = None,
+        save: str | None = None,
+        load: str | None = None,
+        digest: bool = False,
     ) -> dict:
         """Prime and keep a cache of T tokens in the arm's worker, for timed samples, prefilled
-        in chunks of `chunk` tokens (default: the profile's prefill_chunk)."""
+        in chunks of `chunk` tokens (default: the profile's prefill_chunk). `save`: also write
+        the primed state to that file (the reply's `saved` says whether the caches allowed it);
+        `load`: take the state from such a file, written by the same arm's worker for the same
+        model, instead of prefilling; `digest`: the reply carries the sha256 of the state."""
         return self._worker(arm or self.case.arm, replica).call(
             "prime",
             self.profile.timeout_s,
@@ -45,6 +51,9 @@ class Timing:
             seed=seed,
             horizon=horizon,
             chunk=chunk or self.profile.prefill_chunk,
+            **({"save": save} if save else {}),
+            **({"load": load} if load else {}),
+            **({"digest": True} if digest else {}),
         )
 
     def interleaved(

@@ -14,6 +14,7 @@ A module's cache, rollback and helper modules come from its own runtime package
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib
 import sys
 import time
@@ -36,14 +37,23 @@ class StepOps:
 
     def op_prime(self, req: dict) -> dict:
         """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache
-        first."""
+        first. `save`: write the primed cache's state to that file as well (`saved`: whether
+        every cache of the model has a settable state); `load`: set a fresh cache's state from
+        such a file instead of prefilling (the same tokens are drawn from the seed); `digest`:
+        reply with the sha256 of every cache's state (tests compare the two ways)."""
         mx = self.mx
         entry = self.models[req["key"]]
         device.clear_cache(mx)
-        T, chunk = req["T"], req.get("chunk", 512)
-        tokens, cache = self._prefilled(
-            entry, T, req["seed"], req.get("horizon", STEP_HORIZON), chunk
-        )
+        T, chunk, seed = req["T"], req.get("chunk", 512), req["seed"]
+        horizon = req.get("horizon", STEP_HORIZON)
+        reply = {"T": T}
+        if req.get("load"):
+            tokens, cache = self._tokens(entry, T, seed, horizon), self._cache(entry)
+            _set_states(mx, cache, req["load"])
+        else:
+            tokens, cache = self._prefilled(entry, T, seed, horizon, chunk)
+            if req.get("save"):
+                reply["saved"] = _save_states(mx, cache, req["save"])
         device.clear_cache(
             mx
         )  # the prefill's transient buffers: another worker may need the memory
@@ -51,15 +61,17 @@ class StepOps:
             hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable())
             for c in cache
         )
+        if req.get("digest"):
+            reply["digest"] = _digest(mx, cache)
         entry["primed"] = {
             "cache": cache,
             "tokens": tokens,
             "T": T,
             "trimmable": trimmable,
             "chunk": chunk,
-            "seed": req["seed"],
+            "seed": seed,
         }
-        return {"T": T, "trimmable": trimmable}
+        return {**reply, "trimmable": trimmable}
 
     def op_sample(self, req: dict) -> dict:
         """Time a step of L tokens on the primed cache, `loops` times (device synchronised
@@ -130,13 +142,17 @@ class StepOps:
         """Seeded tokens for T + horizon positions and a fresh cache of the runtime's own class,
         prefilled with the first T of them in chunks (on the natural path)."""
         mx = self.mx
-        mx.random.seed(seed)
-        tokens = mx.random.randint(0, entry["vocab"], (1, T + horizon))
+        tokens = self._tokens(entry, T, seed, horizon)
         cache = self._cache(entry)
         for start in range(0, T, chunk):
             logits = self._forward(entry["model"], tokens[:, start : min(T, start + chunk)], cache)
             mx.eval(logits, [c.state for c in cache if hasattr(c, "state")])
         return tokens, cache
+
+    def _tokens(self, entry: dict, T: int, seed: int, horizon: int):
+        mx = self.mx
+        mx.random.seed(seed)
+        return mx.random.randint(0, entry["vocab"], (1, T + horizon))
 
     def _cache(self, entry: dict):
         model = entry["model"]
@@ -189,6 +205,56 @@ class StepOps:
         if req.get("want_output"):
             reply["output"] = encode(out)
         return reply
+
+
+def _save_states(mx, cache, path: str) -> bool:
+    """Every cache's state into one safetensors file: array j of cache i as "i.j", an int or
+    None in the metadata (runtimes differ: mlx-lm 0.32.2's KVCache state is its whole buffers
+    and the offset, mlx-vlm's the filled part). False, writing nothing, when a cache has no
+    state of that kind to set back."""
+    arrays, meta = {}, {}
+    for i, c in enumerate(cache):
+        state = getattr(c, "state", None)
+        if getattr(getattr(type(c), "state", None), "fset", None) is None or not isinstance(
+            state, (tuple, list)
+        ):
+            return False
+        meta[f"{i}"] = str(len(state))
+        for j, v in enumerate(state):
+            if isinstance(v, mx.array):
+                arrays[f"{i}.{j}"] = v
+            elif v is None or (isinstance(v, int) and not isinstance(v, bool)):
+                meta[f"{i}.{j}"] = "none" if v is None else str(v)
+            else:
+                return False
+    mx.save_safetensors(path, arrays, metadata=meta)
+    return True
+
+
+def _set_states(mx, cache, path: str) -> None:
+    arrays, meta = mx.load(path, return_metadata=True)
+
+    def item(key: str):
+        if key in arrays:
+            return arrays[key]
+        return None if meta[key] == "none" else int(meta[key])
+
+    for i, c in enumerate(cache):
+        c.state = tuple(item(f"{i}.{j}") for j in range(int(meta[f"{i}"])))
+    mx.eval([v for v in arrays.values()])
+
+
+def _digest(mx, cache) -> str:
+    h = hashlib.sha256()
+    for c in cache:
+        for v in c.state if hasattr(c, "state") else ():
+            if isinstance(v, mx.array):
+                raw = mx.contiguous(v).view(mx.uint8)
+                mx.eval(raw)
+                h.update(str((v.shape, v.dtype)).encode() + bytes(memoryview(raw)))
+            else:
+                h.update(repr(v).encode())
+    return h.hexdigest()
 
 
 def encode(arr) -> dict:
