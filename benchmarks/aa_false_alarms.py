@@ -164,6 +164,7 @@ def _case_line(i: int, r: dict) -> dict:
         "duration_s": round(r["duration_s"], 1),
         "sequential": m.get("sequential"),
         "pairs": (m.get("sequential") or {}).get("process_pairs", 0),
+        "primed_once": m.get("primed_once"),
         "l1": [
             {
                 "T": int(T),
@@ -171,6 +172,7 @@ def _case_line(i: int, r: dict) -> dict:
                 "ci": [_round(x) if _finite(x) else x for x in t["ci"]],
                 "pairs": t["pairs"],
                 "between_pairs_sd": t.get("between_pairs_sd"),
+                "estimator": t.get("estimator", "mean"),
                 "decided": t["decided"],
             }
             for T, t in (m.get("l1") or {}).items()

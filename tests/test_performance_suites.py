@@ -119,6 +119,10 @@ def test_l1_parity_replicates_over_fresh_process_pairs_in_balanced_order(perf):
     assert all(v["pairs"] <= n and v["decided"] for v in r["metrics"]["l1"].values())
     started = list((runs["fixed"][2] / "logs").glob("worker-fake-stock-*.log"))
     assert len(started) >= n, "every process pair starts the baseline's worker afresh"
+    # the fake runtime's cache has no state setter: every round prefills (real arms load the
+    # caches primed once: tests/test_l1_parity_arms.py)
+    assert r["metrics"]["primed_once"]["loaded"] is False
+    assert not list((runs["fixed"][2] / "tmp").glob("*.safetensors")), "primed files removed"
 
 
 def test_a_materialising_arm_fails_the_marginal_cost_gate(perf):

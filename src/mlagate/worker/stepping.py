@@ -37,10 +37,10 @@ class StepOps:
 
     def op_prime(self, req: dict) -> dict:
         """Prime a cache of T tokens and keep it, for timed samples. Clears MLX's buffer cache
-        first. `save`: write the primed cache's state to that file as well (`saved`: whether
-        every cache of the model has a settable state); `load`: set a fresh cache's state from
-        such a file instead of prefilling (the same tokens are drawn from the seed); `digest`:
-        reply with the sha256 of every cache's state (tests compare the two ways)."""
+        first. `save`: write the primed state to that file as well (`saved`: whether every
+        cache has a state that, set into a fresh cache, hashes alike); `load`: set a fresh
+        cache's state from such a file instead of prefilling (the same tokens are drawn from the
+        seed); `digest`: reply with the sha256 of every cache's state."""
         mx = self.mx
         entry = self.models[req["key"]]
         device.clear_cache(mx)
@@ -53,7 +53,7 @@ class StepOps:
         else:
             tokens, cache = self._prefilled(entry, T, seed, horizon, chunk)
             if req.get("save"):
-                reply["saved"] = _save_states(mx, cache, req["save"])
+                reply["saved"] = self._saved_faithfully(entry, cache, req["save"])
         device.clear_cache(
             mx
         )  # the prefill's transient buffers: another worker may need the memory
@@ -137,6 +137,15 @@ class StepOps:
                 forcing.mode = None
         for c in primed["cache"]:
             c.trim(step.shape[1])
+
+    def _saved_faithfully(self, entry: dict, cache, path: str) -> bool:
+        """Save the caches' state, then set it into fresh caches of the same class: True when
+        they hash alike (a state setter that rebuilds something else is not trusted)."""
+        if not _save_states(self.mx, cache, path):
+            return False
+        fresh = self._cache(entry)
+        _set_states(self.mx, fresh, path)
+        return _digest(self.mx, fresh) == _digest(self.mx, cache)
 
     def _prefilled(self, entry: dict, T: int, seed: int, horizon: int, chunk: int):
         """Seeded tokens for T + horizon positions and a fresh cache of the runtime's own class,
