@@ -9,8 +9,8 @@ log-ratios log(arm_i / baseline_i): sample i of both ran back to back, so a chan
 speed slower than a pair cancels out, and a per-process offset (one worker of the pair
 faster for its whole life) stays in that round's figure. The change is the mean of the
 rounds' figures with a Student t interval over rounds, so such an offset widens the interval
-instead of deciding it; from 12 rounds (at 0.99) their median with its exact order-statistic
-interval, which leaves out the most extreme round a side (mlagate.stats.pairs_interval).
+instead of deciding it; from 12 rounds the mean without the highest and the lowest round, with
+Yuen's interval, so one anomalous process cannot hold the case (mlagate.stats.pairs_interval).
 
 Sequential: the interval is looked at after `min_pairs` rounds and every two rounds after
 (an even count: the orders stay balanced), up to `max_pairs`, each look at
