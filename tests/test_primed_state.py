@@ -7,7 +7,7 @@ through the suite: tests/test_l1_parity_arms.py."""
 import mlx.core as mx
 import pytest
 
-from mlagate.worker.stepping import _digest, _save_states, _set_states
+from mlagate.worker.stepping import _digest, _save_checked, _save_states, _set_states
 
 
 class BufferCache:
@@ -47,6 +47,18 @@ class ReadOnlyCache(FilledCache):
     state = property(FilledCache.state.fget)
 
 
+class LossyCache(BufferCache):
+    """A state setter that drops the offset: the state it rebuilds is not the one saved."""
+
+    @property
+    def state(self):
+        return self.keys, self.values, self.offset
+
+    @state.setter
+    def state(self, v):
+        self.keys, self.values, self.offset = v[0], v[1], 0
+
+
 def _primed(cls, T: int = 300, capacity: int = 512):
     c = cls()
     c.keys = mx.random.normal((1, 1, capacity, 8))
@@ -84,3 +96,12 @@ def test_a_cache_whose_state_cannot_be_set_back_is_not_saved(tmp_path):
     path = tmp_path / "state.safetensors"
     assert not _save_states(mx, [_primed(FilledCache), _primed(ReadOnlyCache)], str(path))
     assert not path.exists()
+
+
+def test_a_state_that_is_not_set_back_as_saved_is_not_trusted(tmp_path):
+    mx.random.seed(6)
+    path = str(tmp_path / "state.safetensors")
+    sound = [_primed(BufferCache)]
+    assert _save_checked(mx, sound, [BufferCache()], path, _digest(mx, sound))
+    lossy = [_primed(LossyCache)]
+    assert not _save_checked(mx, lossy, [LossyCache()], path, _digest(mx, lossy))

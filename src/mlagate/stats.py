@@ -28,22 +28,16 @@ def median_interval(xs: Sequence[float], confidence: float) -> tuple[float, floa
     probability 1 - 2 P(B <= k-1), B ~ Binomial(n, 1/2) (scipy.stats.binom): k is the largest
     with that at least `confidence` (k = 1, the whole range, when even that cannot reach it).
     Needs only independent samples, no shape of their distribution."""
+    from scipy.stats import binom
+
     if not xs:
         raise ValueError("median_interval of no samples")
     d = sorted(xs)
     n = len(d)
-    k = _order_k(n, confidence)
-    return median(d), d[k - 1], d[n - k]
-
-
-def _order_k(n: int, confidence: float) -> int:
-    """The largest k with [x_(k), x_(n+1-k)] covering the median of n samples with probability
-    at least `confidence` (1 when even the whole range falls short)."""
-    from scipy.stats import binom
-
     # k - 1 counts the j in 1 .. (n + 1) // 2 - 1 with 2 P(B <= j) <= 1 - confidence
     tails = 2 * binom.cdf(range(1, (n + 1) // 2), n, 0.5)
-    return 1 + int((tails <= 1 - confidence).sum())
+    k = 1 + int((tails <= 1 - confidence).sum())
+    return median(d), d[k - 1], d[n - k]
 
 
 def look_confidence(confidence: float, looks: int) -> float:

@@ -52,8 +52,12 @@ class StepOps:
             _set_states(mx, cache, req["load"])
         else:
             tokens, cache = self._prefilled(entry, T, seed, horizon, chunk)
-            if req.get("save"):
-                reply["saved"] = self._saved_faithfully(entry, cache, req["save"])
+        if req.get("digest") or req.get("save"):
+            reply["digest"] = _digest(mx, cache)
+        if req.get("save"):
+            reply["saved"] = _save_checked(
+                mx, cache, self._cache(entry), req["save"], reply["digest"]
+            )
         device.clear_cache(
             mx
         )  # the prefill's transient buffers: another worker may need the memory
@@ -61,8 +65,6 @@ class StepOps:
             hasattr(c, "trim") and (not hasattr(c, "is_trimmable") or c.is_trimmable())
             for c in cache
         )
-        if req.get("digest"):
-            reply["digest"] = _digest(mx, cache)
         entry["primed"] = {
             "cache": cache,
             "tokens": tokens,
@@ -137,15 +139,6 @@ class StepOps:
                 forcing.mode = None
         for c in primed["cache"]:
             c.trim(step.shape[1])
-
-    def _saved_faithfully(self, entry: dict, cache, path: str) -> bool:
-        """Save the caches' state, then set it into fresh caches of the same class: True when
-        they hash alike (a state setter that rebuilds something else is not trusted)."""
-        if not _save_states(self.mx, cache, path):
-            return False
-        fresh = self._cache(entry)
-        _set_states(self.mx, fresh, path)
-        return _digest(self.mx, fresh) == _digest(self.mx, cache)
 
     def _prefilled(self, entry: dict, T: int, seed: int, horizon: int, chunk: int):
         """Seeded tokens for T + horizon positions and a fresh cache of the runtime's own class,
@@ -240,6 +233,16 @@ def _save_states(mx, cache, path: str) -> bool:
     return True
 
 
+def _save_checked(mx, cache, fresh, path: str, digest: str) -> bool:
+    """Save the caches' state, then set it into `fresh` caches of the same class: True when
+    they hash as the primed ones did (`digest`); a state setter that rebuilds something else is
+    not trusted."""
+    if not _save_states(mx, cache, path):
+        return False
+    _set_states(mx, fresh, path)
+    return _digest(mx, fresh) == digest
+
+
 def _set_states(mx, cache, path: str) -> None:
     arrays, meta = mx.load(path, return_metadata=True)
 
@@ -250,7 +253,7 @@ def _set_states(mx, cache, path: str) -> None:
 
     for i, c in enumerate(cache):
         c.state = tuple(item(f"{i}.{j}") for j in range(int(meta[f"{i}"])))
-    mx.eval([v for v in arrays.values()])
+    mx.eval(list(arrays.values()))
 
 
 def _digest(mx, cache) -> str:
