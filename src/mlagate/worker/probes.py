@@ -21,6 +21,8 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from mlagate import guardmodel as gm
+
 FORCED_SUFFIX = "__mlagate_forced"
 GUARD_HOOK = "__mlagate_guard__"
 PATHS = ("absorbed", "materialised")
@@ -81,117 +83,33 @@ class Forcing:
         return absorbed_when if self.mode == "absorbed" else not absorbed_when
 
 
-def _calls(stmts: list[ast.stmt]) -> list[ast.Call]:
+def _rewrite(sites: list[gm.Site], text: str, first_id: int = 0, file: str = "") -> list[GuardSite]:
+    """Make each guard's test ask the probe (GUARD_HOOK); the GuardSites, numbered from
+    first_id."""
     found = []
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "self"
-                and node.func.attr in ("embed_q", "unembed_out")
-            ):
-                found.append(node)
-    return found
-
-
-def _is_expansion(call: ast.Call) -> bool:
-    """embed_q(latent, transpose=False): the K expansion of the materialised path."""
-    if call.func.attr != "embed_q":
-        return False
-    flags = [kw.value for kw in call.keywords if kw.arg == "transpose"] + call.args[1:2]
-    return any(isinstance(f, ast.Constant) and f.value is False for f in flags)
-
-
-def _branch_kind(stmts: list[ast.stmt], latents: set[str]) -> str | None:
-    """materialised when the branch expands the latent (embed_q with transpose=False, or
-    unembed_out on an expression that some embed_q(..., transpose=False) expands), absorbed
-    when it only folds or unfolds, None when it touches neither projection."""
-    calls = _calls(stmts)
-    if not calls:
-        return None
-    expands = any(
-        _is_expansion(c)
-        or (c.func.attr == "unembed_out" and c.args and ast.dump(c.args[0]) in latents)
-        for c in calls
-    )
-    return "materialised" if expands else "absorbed"
-
-
-class _GuardRewriter(ast.NodeTransformer):
-    def __init__(self, cls_name: str | None, text: str, first_id: int = 0, file: str = ""):
-        self.cls_name, self.text, self.first_id, self.file = cls_name, text, first_id, file
-        self.sites: list[GuardSite] = []
-        self.latents: set[str] = set()
-        self._in_class = False
-        self._function = ""
-
-    def visit_ClassDef(self, node):
-        if node.name != self.cls_name:
-            return node
-        self.latents = {
-            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
-        }
-        self._in_class = True
-        self.generic_visit(node)
-        self._in_class = False
-        return node
-
-    def visit_FunctionDef(self, node):
-        if not self._in_class or self._function:
-            return self.generic_visit(node)
-        self._function = node.name  # a method of the class: its guards are its own
-        self.generic_visit(node)
-        self._function = ""
-        return node
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def rewrite_function(self, node: ast.FunctionDef) -> None:
-        """Rewrite the guards of one function (a method's replacement) alone."""
-        self.latents = {
-            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
-        }
-        self._in_class = True
-        self.visit_FunctionDef(node)
-        self._in_class = False
-
-    def visit_If(self, node):
-        self.generic_visit(node)
-        if not self._in_class:
-            return node
-        body, orelse = (
-            _branch_kind(node.body, self.latents),
-            _branch_kind(node.orelse, self.latents),
+    for i, site in enumerate(sites):
+        node = site.node
+        found.append(
+            GuardSite(
+                first_id + i,
+                node.lineno,
+                site.guard.absorbed_when,
+                ast.get_source_segment(text, node.test) or "?",
+                site.function,
+                file,
+            )
         )
-        if body is None and orelse is None:
-            return node
-        if body == orelse:
-            return node  # both branches do the same thing: not a path guard
-        absorbed_when = body == "absorbed" if body is not None else orelse != "absorbed"
-        site = GuardSite(
-            self.first_id + len(self.sites),
-            node.lineno,
-            absorbed_when,
-            ast.get_source_segment(self.text, node.test) or "?",
-            self._function,
-            self.file,
-        )
-        self.sites.append(site)
         node.test = ast.Call(
             func=ast.Name(GUARD_HOOK, ast.Load()),
-            args=[ast.Constant(site.id), ast.Constant(absorbed_when), node.test],
+            args=[ast.Constant(first_id + i), ast.Constant(site.guard.absorbed_when), node.test],
             keywords=[],
         )
-        return node
+    return found
 
 
 def find_guards(text: str, cls_name: str) -> list[GuardSite]:
     """The guard sites of one attention class (the `if`s that pick a path)."""
-    rewriter = _GuardRewriter(cls_name, text)
-    rewriter.visit(ast.parse(text))
-    return rewriter.sites
+    return _rewrite(gm.class_guards(ast.parse(text), cls_name), text)
 
 
 def load_forced(import_path: str, cls_name: str):
@@ -206,9 +124,8 @@ def load_forced(import_path: str, cls_name: str):
     with open(spec.origin, encoding="utf-8") as fh:
         text = fh.read()
     tree = ast.parse(text, spec.origin)
-    rewriter = _GuardRewriter(cls_name, text)
-    tree = ast.fix_missing_locations(rewriter.visit(tree))
-    forcing = Forcing(sites=rewriter.sites)
+    forcing = Forcing(sites=_rewrite(gm.class_guards(tree, cls_name), text))
+    tree = ast.fix_missing_locations(tree)
     name = import_path + FORCED_SUFFIX
     module = importlib.util.module_from_spec(
         importlib.util.spec_from_loader(name, loader=None, origin=spec.origin)
@@ -282,8 +199,7 @@ def _forced_function(fn, forcing: Forcing, first_id: int):
     )
     if node is None:
         return fn, []
-    rewriter = _GuardRewriter(None, text, first_id, code.co_filename)
-    rewriter.rewrite_function(node)
+    sites = _rewrite(gm.function_guards(node), text, first_id, code.co_filename)
     node.decorator_list = []
     # nested in a function that binds its free variables, so they compile as free variables
     outer = ast.parse("def __mlagate_outer__():\n    pass").body[0]
@@ -303,7 +219,7 @@ def _forced_function(fn, forcing: Forcing, first_id: int):
     namespace = {**fn.__globals__, GUARD_HOOK: forcing}
     new = types.FunctionType(inner, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    return new, rewriter.sites
+    return new, sites
 
 
 # --- counters ---------------------------------------------------------------------------
