@@ -47,12 +47,12 @@ def statements(block):
             yield from statements(child)
 
 
-def _self_call(node) -> bool:
+def _self_call(node, receiver: str = "self") -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
+        and node.func.value.id == receiver
     )
 
 
@@ -70,13 +70,14 @@ def mla_classes(tree: ast.Module) -> list[str]:
     ]
 
 
-def projection_calls(stmts) -> list[ast.Call]:
-    """The projection calls under stmts, in walk order."""
+def projection_calls(stmts, receiver: str = "self") -> list[ast.Call]:
+    """The projection calls under stmts, in walk order; receiver: the name that holds the
+    attention (`self` in a method, the parameter a helper receives it in)."""
     return [
         node
         for stmt in stmts
         for node in ast.walk(stmt)
-        if _self_call(node) and node.func.attr in PROJECTIONS
+        if _self_call(node, receiver) and node.func.attr in PROJECTIONS
     ]
 
 
@@ -88,15 +89,16 @@ def is_expansion(call: ast.Call) -> bool:
     return any(isinstance(f, ast.Constant) and f.value is False for f in flags)
 
 
-def expanded(stmts) -> set[str]:
+def expanded(stmts, receiver: str = "self") -> set[str]:
     """The latents that expansions under stmts expand (as ast.dump of the argument)."""
-    return {ast.dump(c.args[0]) for c in projection_calls(stmts) if is_expansion(c) and c.args}
+    calls = projection_calls(stmts, receiver)
+    return {ast.dump(c.args[0]) for c in calls if is_expansion(c) and c.args}
 
 
-def branch_kind(stmts, latents: set[str]) -> str | None:
+def branch_kind(stmts, latents: set[str], receiver: str = "self") -> str | None:
     """MATERIALISED, ABSORBED or None (the branch calls neither projection); latents: what
     the class's expansions expand (expanded())."""
-    calls = projection_calls(stmts)
+    calls = projection_calls(stmts, receiver)
     if not calls:
         return None
     expands = any(
@@ -121,9 +123,10 @@ class Guard:
         return self.orelse != ABSORBED
 
 
-def guard(node: ast.If, latents: set[str]) -> Guard | None:
+def guard(node: ast.If, latents: set[str], receiver: str = "self") -> Guard | None:
     """node as a dispatch guard; None when its branches are of one kind (or of none)."""
-    body, orelse = branch_kind(node.body, latents), branch_kind(node.orelse, latents)
+    body = branch_kind(node.body, latents, receiver)
+    orelse = branch_kind(node.orelse, latents, receiver)
     if body == orelse:
         return None
     return Guard(body, orelse)
@@ -154,8 +157,8 @@ class Site:
 class _Finder(ast.NodeVisitor):
     """The dispatch guards of the classes named cls_name, inner `if`s before outer ones."""
 
-    def __init__(self, cls_name: str | None):
-        self.cls_name = cls_name
+    def __init__(self, cls_name: str | None, receiver: str = "self"):
+        self.cls_name, self.receiver = cls_name, receiver
         self.sites: list[Site] = []
         self.latents: set[str] = set()
         self._in_class = False
@@ -183,7 +186,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
         if not self._in_class:
             return
-        found = guard(node, self.latents)
+        found = guard(node, self.latents, self.receiver)
         if found is not None:
             self.sites.append(Site(self._function, node, found))
 
@@ -196,11 +199,45 @@ def class_guards(tree: ast.AST, cls_name: str) -> list[Site]:
     return finder.sites
 
 
-def function_guards(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Site]:
-    """The dispatch guards of one function read alone (a method's replacement, a helper it
-    calls): the latents are those its own expansions expand."""
-    finder = _Finder(None)
-    finder.latents = expanded(fn.body)
+def function_guards(fn: ast.FunctionDef | ast.AsyncFunctionDef, receiver: str = "self"):
+    """The dispatch guards (Sites) of one function read alone (a method's replacement, a helper
+    it hands the attention to, in receiver): the latents are those its own expansions expand."""
+    finder = _Finder(None, receiver)
+    finder.latents = expanded(fn.body, receiver)
     finder._in_class = True
     finder.visit_FunctionDef(fn)
     return finder.sites
+
+
+def receiver(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The name a method holds its instance in: its first positional parameter."""
+    args = [*fn.args.posonlyargs, *fn.args.args]
+    return args[0].arg if args else None
+
+
+def handoffs(fn: ast.FunctionDef | ast.AsyncFunctionDef, receiver: str) -> dict[str, str]:
+    """The functions fn hands the attention to: {name: the parameter it arrives in} for each
+    call `name(..., receiver, ...)` (positional or keyword) of a plain name under fn, the
+    position read against name's own definition (params: see parameter_at)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if isinstance(arg, ast.Name) and arg.id == receiver:
+                found.setdefault(node.func.id, str(i))
+        for kw in node.keywords:
+            if kw.arg and isinstance(kw.value, ast.Name) and kw.value.id == receiver:
+                found.setdefault(node.func.id, kw.arg)
+    return found
+
+
+def parameter_at(fn: ast.FunctionDef | ast.AsyncFunctionDef, where: str) -> str | None:
+    """The parameter of fn that a handoff's position ('0', '1', ...) or keyword reaches."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if where.isdigit():
+        return params[int(where)] if int(where) < len(params) else None
+    names = params + [a.arg for a in fn.args.kwonlyargs]
+    return where if where in names else None

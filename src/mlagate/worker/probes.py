@@ -74,6 +74,11 @@ class Forcing:
     decisions: list[tuple[int, bool]] = field(
         default_factory=list
     )  # (site, natural choice is absorbed)
+    searched: list[str] = field(default_factory=list)  # where guards were looked for
+
+    def where(self) -> str:
+        """The class and the functions it really runs whose `if`s were read, as a phrase."""
+        return ", ".join(self.searched)
 
     def __call__(self, site: int, absorbed_when: bool, value):
         natural_absorbed = bool(value) == absorbed_when
@@ -125,6 +130,7 @@ def load_forced(import_path: str, cls_name: str):
         text = fh.read()
     tree = ast.parse(text, spec.origin)
     forcing = Forcing(sites=_rewrite(gm.class_guards(tree, cls_name), text))
+    forcing.searched.append(f"{import_path}.{cls_name}")
     tree = ast.fix_missing_locations(tree)
     name = import_path + FORCED_SUFFIX
     module = importlib.util.module_from_spec(
@@ -137,6 +143,7 @@ def load_forced(import_path: str, cls_name: str):
     exec(compile(tree, spec.origin, "exec"), module.__dict__)
     real = importlib.import_module(import_path)  # as the arm's activation left it
     _carry_replacements(real, module, cls_name, spec.origin, forcing)
+    _force_handoffs(module, cls_name, spec.origin, forcing)
     return module, forcing
 
 
@@ -167,9 +174,10 @@ def _carry_replacements(real, copy, cls_name: str, origin: str, forcing: Forcing
     for attr, fn in vars(real_cls).items():
         if not foreign(fn, origin):
             continue
-        first = 1 + max((s.id for s in forcing.sites), default=-1)  # ids stay unique
         forcing.sites = [s for s in forcing.sites if s.function != attr]
-        new, sites = _forced_function(unwrap(fn), forcing, first)
+        plain = unwrap(fn)
+        forcing.searched.append(f"its {attr} replaced by {_name(plain)}")
+        new, sites = _forced_function(plain, forcing, _next_id(forcing))
         forcing.sites += sites
         if isinstance(fn, staticmethod):
             new = staticmethod(new)
@@ -178,28 +186,100 @@ def _carry_replacements(real, copy, cls_name: str, origin: str, forcing: Forcing
         setattr(copy_cls, attr, new)
 
 
-def _forced_function(fn, forcing: Forcing, first_id: int):
-    """A copy of fn whose guards ask forcing; (fn itself, []) when its source cannot be found
-    or recompiled to the same free variables."""
+def _name(fn) -> str:
+    return f"{fn.__module__.removesuffix(FORCED_SUFFIX)}.{fn.__qualname__}"
+
+
+def _next_id(forcing: Forcing) -> int:
+    return 1 + max((s.id for s in forcing.sites), default=-1)  # ids stay unique
+
+
+def _force_handoffs(copy, cls_name: str, origin: str, forcing: Forcing) -> None:
+    """The functions the copy's own methods of cls_name hand self to (a module-level helper
+    holding the guards), forced in the copy's namespace."""
+    copy_cls = getattr(copy, cls_name, None)
+    if not isinstance(copy_cls, type):
+        return
+    for fn in vars(copy_cls).values():
+        fn = unwrap(fn)
+        if not isinstance(fn, types.FunctionType) or foreign(fn, origin):
+            continue
+        node = _definition(fn)
+        receiver = gm.receiver(node) if node is not None else None
+        if receiver is not None:
+            sites = _force_helpers(fn, node, receiver, copy.__dict__, forcing, _next_id(forcing))
+            forcing.sites += sites
+
+
+def _helper(fn, name: str):
+    """The plain function name means in fn's globals when it lies in fn's own top package."""
+    callee = fn.__globals__.get(name)
+    if not isinstance(callee, types.FunctionType) or callee is fn:
+        return None
+    package = fn.__module__.split(".")[0]
+    return callee if callee.__module__.split(".")[0] == package else None
+
+
+def _force_helpers(fn, node, receiver: str, namespace: dict, forcing, first_id: int, depth=0):
+    """Force the functions node hands receiver to, binding the forced copies in namespace;
+    their GuardSites."""
+    sites: list[GuardSite] = []
+    if depth > 3:
+        return sites
+    for name, where in gm.handoffs(node, receiver).items():
+        callee = _helper(fn, name)
+        defined = _definition(callee) if callee is not None else None
+        param = gm.parameter_at(defined, where) if defined is not None else None
+        if param is None:
+            continue
+        forcing.searched.append(f"{_name(callee)} it calls")
+        new, found = _forced_function(callee, forcing, first_id + len(sites), param, depth + 1)
+        if found:
+            namespace[name] = new
+            sites += found
+    return sites
+
+
+def _definition(fn):
+    """fn's FunctionDef, parsed from its file; None when its source cannot be read."""
     code = fn.__code__
     try:
         with open(code.co_filename, encoding="utf-8") as fh:
             text = fh.read()
     except OSError:
-        return fn, []
-    node = next(
+        return None
+    return _find_def(ast.parse(text, code.co_filename), code)
+
+
+def _find_def(tree, code):
+    return next(
         (
             n
-            for n in ast.walk(ast.parse(text, code.co_filename))
+            for n in ast.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.name == code.co_name
             and code.co_firstlineno in (n.lineno, *(d.lineno for d in n.decorator_list))
         ),
         None,
     )
+
+
+def _forced_function(fn, forcing: Forcing, first_id: int, receiver="self", depth=0):
+    """A copy of fn whose guards (and those of the functions it hands receiver to) ask
+    forcing; (fn itself, []) when its source cannot be found or recompiled to the same free
+    variables."""
+    code = fn.__code__
+    try:
+        with open(code.co_filename, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return fn, []
+    node = _find_def(ast.parse(text, code.co_filename), code)
     if node is None:
         return fn, []
-    sites = _rewrite(gm.function_guards(node), text, first_id, code.co_filename)
+    if depth == 0:
+        receiver = gm.receiver(node) or receiver
+    sites = _rewrite(gm.function_guards(node, receiver), text, first_id, code.co_filename)
     node.decorator_list = []
     # nested in a function that binds its free variables, so they compile as free variables
     outer = ast.parse("def __mlagate_outer__():\n    pass").body[0]
@@ -217,6 +297,7 @@ def _forced_function(fn, forcing: Forcing, first_id: int):
     if inner.co_freevars != code.co_freevars:
         return fn, []
     namespace = {**fn.__globals__, GUARD_HOOK: forcing}
+    sites += _force_helpers(fn, node, receiver, namespace, forcing, first_id + len(sites), depth)
     new = types.FunctionType(inner, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     return new, sites
