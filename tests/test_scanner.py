@@ -156,3 +156,29 @@ def test_real_arms(arm, absorbed, pooling, run_cli, real_cache):
             if g["path"].endswith("deepseek_v32.py") and g["line"] == 217
         ]
         assert topk and topk[0]["allowed"].startswith("top-k sparse gather")
+
+
+def test_a_cache_length_floor_in_a_helper_is_a_finding_in_its_file_or_another(tmp_path):
+    """The class hands `latent_length(kv_latent)` to a helper whose `if` on that parameter
+    returns a constant: MLA008 at the helper's `if`, whether the helper lives beside the class
+    or in another file of the package (a relative import)."""
+    assert _rules("pos_cache_floor_helper.py") == [("MLA008", 14)]
+    assert _rules("neg_helper_floor_not_cache.py") == []
+    text = (FIXTURES / "guards" / "pos_cache_floor_helper.py").read_text()
+    head, _, cls = text.partition("\n\nclass ")
+    pkg = tmp_path / "rt" / "models"
+    pkg.mkdir(parents=True)
+    for folder in (tmp_path / "rt", pkg):
+        (folder / "__init__.py").write_text("")
+    (pkg / "mla.py").write_text(head.partition("import mlx.nn as nn\n")[2])
+    imports = "import mlx.core as mx\nimport mlx.nn as nn\n\n"
+    relative = "from .mla import absorbs, latent_length\n\n\nclass " + cls
+    (pkg / "deepseek_v3.py").write_text(imports + relative)
+    report = scanner.scan([tmp_path / "rt"])
+    floors = [(f.rule, f.path, f.line) for f in report.findings if f.rule == "MLA008"]
+    assert floors == [("MLA008", "models/mla.py", 11)]
+    # the same helper without the floor: nothing
+    (pkg / "mla.py").write_text(
+        (pkg / "mla.py").read_text().replace("if cache_len < MIN_CACHE_LENGTH:", "if False:")
+    )
+    assert [f.rule for f in scanner.scan([tmp_path / "rt"]).findings if f.rule == "MLA008"] == []

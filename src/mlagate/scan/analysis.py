@@ -12,7 +12,8 @@ a branch condition says about the query width and the cache length, and what a b
 Query-length names are those bound from a shape in the same function: position 1 of a
 3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
 `.shape[1]` / `.shape[-2]`, and names assigned from them. Cache-length names: `cache.offset`,
-`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, and names assigned from them.
+`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, a `*length(...)` call on such a
+tensor (`latent_length(kv_latent)`), and names assigned from them.
 No regular expression reads the source.
 """
 
@@ -116,6 +117,11 @@ def _cachey(node) -> bool:
 _CACHE_TENSORS = ("cache", "latent", "keys")
 
 
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
 class Function:
     """What one function binds: query-length names, cache-length names and names bound to
     width tests."""
@@ -187,6 +193,9 @@ class Function:
             return self.is_cache_length(node.body) or self.is_cache_length(node.orelse)
         if _shape_index(node) in (1, 2, -2):
             base = node.value.value
+            return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)
+        if isinstance(node, ast.Call) and "length" in _called_name(node).lower() and node.args:
+            base = node.args[0]  # `latent_length(kv_latent)`: a length read off a cache tensor
             return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)
         return False
 

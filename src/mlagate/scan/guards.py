@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mlagate.guardmodel import mla_classes
 from mlagate.scan import fixes as scanfix
-from mlagate.scan import parallel, pyscan
+from mlagate.scan import helpers, parallel, pyscan
 from mlagate.scan.analysis import ABSORB_NAMES, MULTI, QUERY_NAMES, SINGLE, gates
 from mlagate.scan.model import (
     FAILING,
@@ -208,6 +208,7 @@ def scan(
             bases[key] = _module_root(path, top)
         work.append((path, bases[key], _display(path, roots, anchor)))
     parallel.run(work, report, scan_file, jobs)
+    helpers.join(report)
     _allow(report, allowlist)
     if registered is not None:
         for module, cls in report.modules:

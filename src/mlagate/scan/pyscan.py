@@ -7,6 +7,7 @@ import ast
 
 from mlagate import guardmodel as gm
 from mlagate.scan import facts as F
+from mlagate.scan import helpers
 from mlagate.scan.analysis import Function, constants, gates
 from mlagate.scan.model import Finding, ScanReport
 
@@ -33,7 +34,7 @@ class Source:
 class FileScan:
     """The findings of one parsed file, added to report."""
 
-    def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport):
+    def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport, package):
         self.src, self.module, self.display, self.report = src, module, display, report
         self.consts = constants(tree)
         self.mla = False
@@ -43,24 +44,32 @@ class FileScan:
         mla = set(gm.mla_classes(tree)) if has else set()
         report.modules.extend((module, c) for c in sorted(mla))
         self.mla = bool(mla)  # split decisions (MLA003) are read in MLA classes only
+        # the helpers an MLA class may hand the cache length to: this file's and imported ones
+        self.helpers = helpers.imports(tree, module, package) if mla else {}
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.helpers[stmt.name] = (module, stmt.name)
+                helpers.record_floors(stmt, self.consts, self.floor, report, module)
         for stmt in gm.statements(tree.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt)
             elif isinstance(stmt, ast.ClassDef):
                 for inner in gm.statements(stmt.body):
                     if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.function(inner)
+                        self.function(inner, stmt.name in mla)
                 if stmt.name in mla:
                     report.class_sites[(module, stmt.name)] = (display, stmt.lineno)
                     self.decisions(stmt)
 
-    def function(self, fn) -> None:
+    def function(self, fn, in_mla: bool = False) -> None:
         scope = Function(fn, self.consts, widths=self.mla)
         for stmt in gm.statements(fn.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.function(stmt)
+                self.function(stmt, in_mla)
                 continue
             scope.bind(stmt)
+            if in_mla:
+                helpers.record_calls(stmt, scope, self.helpers, self.report)
             if isinstance(stmt, ast.If):
                 if self.mla:
                     self.tests[stmt.lineno] = (scope.reads_width(stmt.test), scope.facts(stmt.test))
@@ -89,8 +98,21 @@ class FileScan:
             what != "absorbed" or gm.materialises(body) and gm.materialises(orelse)
         ):
             return  # a constant that picks between two ways of materialising is no decision
+        finding = self.finding(node, what)
+        if kind == F.SINGLE:
+            self.report.guards.append(finding)
+        if classify(finding, kind):
+            self.report.findings.append(finding)
+
+    def floor(self, node: ast.If) -> Finding:
+        """The MLA008 finding of a floor in a helper (the decision it returns)."""
+        finding = self.finding(node, "absorbed")
+        classify(finding, F.FLOOR)
+        return finding
+
+    def finding(self, node: ast.If, what: str) -> Finding:
         test = node.test
-        finding = Finding(
+        return Finding(
             "",
             self.display,
             node.lineno,
@@ -106,10 +128,6 @@ class FileScan:
                 (test.end_col_offset or 0) + 1,
             ),
         )
-        if kind == F.SINGLE:
-            self.report.guards.append(finding)
-        if classify(finding, kind):
-            self.report.findings.append(finding)
 
     def decisions(self, cls: ast.ClassDef) -> None:
         sites = gm.class_guards(cls, cls.name)
@@ -193,4 +211,4 @@ def scan_python(text: str, path: str, module: str, display: str, report: ScanRep
     report.parsed += 1
     report.module_names.add(module)
     report.module_paths.setdefault(module, display)
-    FileScan(tree, Source(text), module, display, report)
+    FileScan(tree, Source(text), module, display, report, path.endswith("__init__.py"))
