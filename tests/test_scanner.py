@@ -182,3 +182,26 @@ def test_a_cache_length_floor_in_a_helper_is_a_finding_in_its_file_or_another(tm
         (pkg / "mla.py").read_text().replace("if cache_len < MIN_CACHE_LENGTH:", "if False:")
     )
     assert [f.rule for f in scanner.scan([tmp_path / "rt"]).findings if f.rule == "MLA008"] == []
+
+
+def test_an_unregistered_file_that_cannot_import_where_it_lies_is_told_to_be_an_overlay(tmp_path):
+    """A patched copy of a runtime's module kept outside the runtime (its relative imports find
+    nothing beside it) runs only copied over that module: MLA004 says so, and its fix is an
+    `overlay:` arm, not a `modules:` entry that could not import it."""
+    (tmp_path / "deepseek_v3.py").write_text(
+        (FIXTURES / "guards" / "pos_cache_floor.py").read_text()
+    )
+    (finding,) = [
+        f for f in scanner.scan([tmp_path], registered=set()).findings if f.rule == "MLA004"
+    ]
+    assert (
+        "cannot be imported where it lies (`from .mla` finds nothing beside it)" in finding.message
+    )
+    assert "`overlay:` arm" in finding.suggestion
+    assert not finding.suggestion.startswith("register the module")
+    (tmp_path / "mla.py").write_text("def use_absorbed(L, dims, T):\n    return True\n")
+    (finding,) = [
+        f for f in scanner.scan([tmp_path], registered=set()).findings if f.rule == "MLA004"
+    ]
+    assert finding.message.endswith("is an MLA module the matrix does not register")
+    assert finding.suggestion.startswith("register the module in the matrix")

@@ -216,19 +216,20 @@ def scan(
                 continue
             if not any(_suffix(module, m) and cls == c for m, c in registered):
                 path, line = report.class_sites.get((module, cls), (module, 1))
-                report.findings.append(
-                    Finding(
-                        "MLA004",
-                        path,
-                        line,
-                        1,
-                        f"{module}:{cls} is an MLA module the matrix does not register",
-                        module,
+                message = f"{module}:{cls} is an MLA module the matrix does not register"
+                missing = report.unimportable.get(module)
+                if missing:
+                    message += (
+                        f", and it cannot be imported where it lies (`{missing[0]}` finds "
+                        "nothing beside it): it runs only when copied over a runtime's module"
                     )
-                )
+                report.findings.append(Finding("MLA004", path, line, 1, message, module))
     report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
     for f in report.findings:
-        f.suggestion = scanfix.suggestion(f)
+        if f.rule == "MLA004" and f.module in report.unimportable:
+            f.suggestion = scanfix.OVERLAY
+        else:
+            f.suggestion = scanfix.suggestion(f)
     return report
 
 

@@ -97,3 +97,27 @@ def join(report: ScanReport) -> None:
                 f" (in `{function}`, which an MLA class calls with the cache length as `{param}`)"
             )
             report.findings.append(finding)
+
+
+def unresolved(tree: ast.Module, path) -> list[str]:
+    """The relative imports at the top of the file at path that find nothing beside it
+    (`from .base import X` with no base.py or base/ there): a file that runs only when copied
+    over a runtime's module. Each as `from .base`."""
+    missing = []
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        folder = path.parent
+        for _ in range(node.level - 1):
+            folder = folder.parent
+        if node.module:
+            targets = [node.module.split(".")]
+        else:  # `from . import a, b`: each name a module of the package, or the package's own
+            if (folder / "__init__.py").is_file():
+                continue
+            targets = [[a.name] for a in node.names]
+        for parts in targets:
+            base = folder.joinpath(*parts)
+            if not (base.with_suffix(".py").is_file() or base.is_dir()):
+                missing.append(f"from {'.' * node.level}{'.'.join(parts)}")
+    return missing

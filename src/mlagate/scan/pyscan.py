@@ -4,6 +4,7 @@ they gate, and the decisions of its MLA classes."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from mlagate import guardmodel as gm
 from mlagate.scan import facts as F
@@ -211,4 +212,8 @@ def scan_python(text: str, path: str, module: str, display: str, report: ScanRep
     report.parsed += 1
     report.module_names.add(module)
     report.module_paths.setdefault(module, display)
-    FileScan(tree, Source(text), module, display, report, path.endswith("__init__.py"))
+    scan = FileScan(tree, Source(text), module, display, report, path.endswith("__init__.py"))
+    if scan.mla:
+        missing = helpers.unresolved(tree, Path(path))
+        if missing:
+            report.unimportable[module] = missing
