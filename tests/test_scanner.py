@@ -1,4 +1,5 @@
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,23 @@ def test_an_unregistered_file_that_cannot_import_where_it_lies_is_told_to_be_an_
     ]
     assert finding.message.endswith("is an MLA module the matrix does not register")
     assert finding.suggestion.startswith("register the module in the matrix")
+
+
+@pytest.mark.arms
+def test_a_floor_planted_in_the_patched_arms_use_absorbed_is_mla008(tmp_path, real_cache):
+    """The shipped fix's own helper (mlx_lm/models/mla.py, imported by nine model files with
+    `latent_length(kv_latent)`): clean as shipped, MLA008 at the planted floor."""
+    from tests.vendored import stock_site
+
+    site = stock_site(real_cache, "mlx-lm-0.32.2-patched")
+    tree = tmp_path / "mlx_lm"
+    shutil.copytree(site / "mlx_lm", tree, ignore=shutil.ignore_patterns("__pycache__"))
+    mla = tree / "models" / "mla.py"
+    assert not [f for f in scanner.scan([tree]).findings if f.rule == "MLA008"]
+    text = mla.read_text()
+    anchor = "    if cache_len is None:\n        return L * (2 * r - d) < r * d\n"
+    assert anchor in text
+    floor = "    if cache_len < 1024:\n        return False\n"
+    mla.write_text(text.replace(anchor, anchor + floor))
+    floors = [(f.path, f.guard) for f in scanner.scan([tree]).findings if f.rule == "MLA008"]
+    assert floors == [("models/mla.py", "cache_len < 1024")]
