@@ -1,7 +1,9 @@
 """The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
-cache (finalize forgets the padding it rolled) and in its padding handling (the attention drops
-the batch cache's padding term). Each fails serving_batched on the padded rows only, and passes
-probes, a single-sequence suite that cannot see it; the unplanted arms pass both."""
+cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
+the batch cache's padding term) and in its quantized cache (its biases dropped when read back).
+Each fails the suite that serves through what it broke, there only (the padding defects on the
+padded rows only), and passes the others and probes,
+a single-sequence suite that cannot see them; the unplanted arms pass every one."""
 
 import json
 
@@ -11,6 +13,7 @@ from .conftest import FIXTURES
 
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
+SUITES = ("serving_batched", "serving_quantized", "probes")
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +23,7 @@ def verdicts(tmp_path_factory):
     out = tmp_path_factory.mktemp("serving")
     cache = tmp_path_factory.mktemp("cache")
     args = ["run", "--matrix", MATRIX, "--out", out, "-n", "2", "--module", "fake/good"]
-    for suite in ("serving_batched", "probes"):
+    for suite in SUITES:
         args += ["--suite", suite]
     proc = cli(*args, cache=cache)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -36,7 +39,18 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
         assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
-    assert verdicts[("probes", arm)]["verdict"] == "pass"  # one sequence: nothing to see
+    for suite in ("probes", "serving_quantized"):  # one sequence each: nothing to see
+        assert verdicts[(suite, arm)]["verdict"] == "pass", suite
+
+
+def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts):
+    r = verdicts[("serving_quantized", "fake-quantbug")]
+    assert r["verdict"] == "fail", r["reason"]
+    assert r["failure"]["kinds"] == ["quantized_mismatch"], r["reason"]
+    for label, row in r["metrics"]["cases"].items():
+        assert row["rows_over"] == [0, 1, 2], label
+    for suite in ("probes", "serving_batched"):
+        assert verdicts[(suite, "fake-quantbug")]["verdict"] == "pass", suite
 
 
 @pytest.mark.parametrize("arm", ["fake-stock", "fake-patched"])
@@ -50,3 +64,13 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_bitwise(verdicts, a
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
     }
+
+
+def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
+    r = verdicts[("serving_quantized", "fake-stock")]
+    assert r["verdict"] == "pass", r["reason"]
+    cases = r["metrics"]["cases"]
+    assert len(cases) == 2 * 3  # q8 and q4, natural and both forced paths
+    for label, row in cases.items():
+        assert "QuantizedKVCache" in row["classes"]["tested"], label
+        assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
