@@ -1,6 +1,7 @@
 """The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
 cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
-the batch cache's padding term) and in its quantized cache (its biases dropped when read back).
+the batch cache's padding term) in its quantized cache (its biases dropped when read back) and in
+its prompt-cache round trip (a loaded cache loses its last token).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
 padded rows only), and passes the others and probes,
 a single-sequence suite that cannot see them; the unplanted arms pass every one."""
@@ -13,7 +14,7 @@ from .conftest import FIXTURES
 
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
-SUITES = ("serving_batched", "serving_quantized", "probes")
+SUITES = ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
         assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
-    for suite in ("probes", "serving_quantized"):  # one sequence each: nothing to see
+    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # one sequence each
         assert verdicts[(suite, arm)]["verdict"] == "pass", suite
 
 
@@ -49,8 +50,23 @@ def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts)
     assert r["failure"]["kinds"] == ["quantized_mismatch"], r["reason"]
     for label, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [0, 1, 2], label
-    for suite in ("probes", "serving_batched"):
+    for suite in ("probes", "serving_batched", "serving_prompt_reuse"):
         assert verdicts[(suite, "fake-quantbug")]["verdict"] == "pass", suite
+
+
+def test_a_planted_round_trip_defect_fails_save_and_load_and_not_trim(verdicts):
+    r = verdicts[("serving_prompt_reuse", "fake-roundtrip")]
+    assert r["verdict"] == "fail", r["reason"]
+    assert r["failure"]["kinds"] == ["reuse_mismatch"], r["reason"]
+    cases = r["metrics"]["cases"]
+    assert len(cases) == 2 * 2 * 3  # modes, prefixes, paths
+    for label, row in cases.items():
+        assert (row["kept_ulps"] > 0) == label.startswith("save_load/"), label
+    for suite in ("probes", "serving_batched", "serving_quantized"):
+        assert verdicts[(suite, "fake-roundtrip")]["verdict"] == "pass", suite
+    stock = verdicts[("serving_prompt_reuse", "fake-stock")]
+    assert stock["verdict"] == "pass", stock["reason"]
+    assert all(row["kept_ulps"] == 0 for row in stock["metrics"]["cases"].values())
 
 
 @pytest.mark.parametrize("arm", ["fake-stock", "fake-patched"])
