@@ -72,6 +72,9 @@ def _judge(reply, label: str, kept_ulps: float, cold_ulps: float, branch: int, p
                 ("runtime_raised", f"{at}: the runtime raised: {err['error']} at {err['at']}")
             )
             continue
+        if "refused" in f:
+            problems.append(("not_servable", f"{at}: {f['refused']}"))
+            continue
         classes |= set(f["classes"])
         if "dropped" in f and f["dropped"] != branch:
             problems.append(

@@ -20,6 +20,10 @@ from mlagate.worker.serving import NotServable, Side
 from mlagate.worker.ulps import BITS, ulp
 
 
+class Refused(RuntimeError):
+    """The runtime's reuse declines this cache: it would prefill the next turn cold."""
+
+
 class ReuseOps:
     """Worker op `reuse` (mixed into the worker)."""
 
@@ -47,7 +51,13 @@ class ReuseOps:
                 raise NotServable("the runtime has no save_prompt_cache/load_prompt_cache")
             return cm
         if hasattr(cm, "trim_prompt_cache"):
-            return lambda cache, prefix_len, n: cm.trim_prompt_cache(cache, n) or 0
+
+            def trim_lm(cache, prefix_len, n):
+                if hasattr(cm, "can_trim_prompt_cache") and not cm.can_trim_prompt_cache(cache):
+                    raise Refused("can_trim_prompt_cache refuses the cache (it prefills cold)")
+                return cm.trim_prompt_cache(cache, n)
+
+            return trim_lm
         disp = self._serving_runtime(entry, "generate.dispatch")
         amount = getattr(disp, "_prefix_cache_trim_amount", None)
         if amount is None:
@@ -56,7 +66,7 @@ class ReuseOps:
         def trim(cache, prefix_len, n):
             drop = amount(cache, prefix_len)
             if drop is None:
-                raise NotServable("the runtime refuses to trim this cache back (cold prefill)")
+                raise Refused("_prefix_cache_trim_amount refuses the cache (it prefills cold)")
             for c in cache:
                 if drop:
                     c.trim(drop)
@@ -96,8 +106,9 @@ class ReuseOps:
                 reply["dropped"] = self._reuse_api(entry, "trim")(cache, n, len(req["branch"]))
             reply["classes"] = sorted({type(c).__name__ for c in leaves(cache)})
             reused = run(follow, cache, "reused")
-        except NotServable:
-            raise
+        except Refused as exc:
+            reply["refused"] = str(exc)
+            return reply
         except Exception as exc:  # noqa: BLE001  (the runtime raised: evidence)
             from mlagate.worker import tracing  # noqa: PLC0415
 
