@@ -136,11 +136,11 @@ def _launch(req: RunRequest, chosen: list[str], plan_file: Path, run_id: str) ->
         tuple(suite_file(req.matrix, s) for s in chosen),
         req.out,
         run_id,
-        req.cpu,
-        req.cache,
-        req.workers,
-        serial,
-        req.pytest_args,
+        cpu=req.cpu,
+        cache=req.cache,
+        workers=req.workers,
+        serial=serial,
+        pytest_args=req.pytest_args,
     )
 
 

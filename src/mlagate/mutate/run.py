@@ -314,7 +314,13 @@ def _pytest(
     plan_file = _run_plan(derived, suite, chosen, out, opts)
     suite_path = launch.suite_file(matrix, suite)
     job = launch.Launch(
-        plan_file, (suite_path,), out, lifeline.new_run_id(), opts.cpu, opts.cache, opts.workers
+        plan_file,
+        (suite_path,),
+        out,
+        lifeline.new_run_id(),
+        cpu=opts.cpu,
+        cache=opts.cache,
+        workers=opts.workers,
     )
     code = launch.call(job, out / "pytest.log")
     if code not in launch.OK_CODES:
