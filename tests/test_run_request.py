@@ -41,3 +41,41 @@ def test_a_resume_takes_its_settings_from_the_runs_manifest(tmp_path):
     assert vars(args) == before
     assert (req.out, req.profile, req.backend, req.runner) == (tmp_path, "full", "cpu", "linux-cpu")
     assert req.only == ("a::aa",) and req.aa and isinstance(req, RunRequest)
+
+
+def _writes_to_args(tree) -> list[int]:
+    """Lines that assign to an attribute of `args` (the parsed command line) or setattr it."""
+    import ast
+
+    lines = []
+    for node in ast.walk(tree):
+        targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                if t.value.id == "args":
+                    lines.append(node.lineno)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "args"
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_changes_the_parsed_arguments():
+    import ast
+
+    import mlagate
+
+    src = Path(mlagate.__file__).parent
+    found = {
+        p.relative_to(src).as_posix(): lines
+        for p in sorted(src.rglob("*.py"))
+        if (lines := _writes_to_args(ast.parse(p.read_text(encoding="utf-8"))))
+    }
+    assert found == {}
+    for planted in ("args.out = args.resume", "args.profile += 'x'", "setattr(args, 'arm', [])"):
+        assert _writes_to_args(ast.parse(planted)) == [1], planted
