@@ -14,15 +14,18 @@ import pytest
 
 from mlagate.worker.speculation import AbsentImporter, _flag_rounds
 
+from . import runplans
 from .conftest import FIXTURES, ROOT
 
 MATRIX = FIXTURES / "spec-defect.yaml"
 PATCH = FIXTURES / "mlx-lm-verify-defect.patch"
 
 
-def _suite(matrix, out, cache, *extra):
-    """The suite through pytest, serially, as `mlagate run` runs performance suites (no
-    plan-level discovery: the fixture matrix registers one module of the arm's many)."""
+def _suite(matrix, out, cache, arms=()):
+    """The suite through pytest, serially, as `mlagate run` runs performance suites, on the run
+    plan it would write (no refusal of unregistered modules: the fixture matrix registers one
+    module of the arm's many)."""
+    plan = runplans.write(matrix, out, cache, suites=("speculative",), arms=arms)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -40,13 +43,7 @@ def _suite(matrix, out, cache, *extra):
         "no:cacheprovider",
         "--rootdir",
         str(ROOT / "suites"),
-        "--mlagate-matrix",
-        str(matrix),
-        "--mlagate-out",
-        str(out),
-        "--mlagate-cache",
-        str(cache),
-        *extra,
+        *runplans.options(plan, out, cache),
     ]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
@@ -58,7 +55,7 @@ def _synthetic_row(tmp_path, cache, text: str, arm: str) -> dict:
     shutil.copy(PATCH, tmp_path / PATCH.name)
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", cache, "--mlagate-arm", arm)
+    _, got = _suite(matrix, tmp_path / "out", cache, arms=(arm,))
     return next(r for r in got if r["evidence"] == "synthetic")
 
 
@@ -187,7 +184,7 @@ def test_a_checkpoint_on_the_runner_is_run(defect_run, tmp_path, real_cache):
     )
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
+    _, got = _suite(matrix, tmp_path / "out", real_cache, arms=("mlx-lm-0.32.2",))
     row = next(r for r in got if r["evidence"] == "checkpoint")
     assert row["verdict"] == "pass", row["reason"]
     assert row["metrics"]["checkpoints"] == {"checkpoint": made}
