@@ -51,6 +51,20 @@ def test_a_runner_whose_floor_is_wider_than_the_separation_is_refused():
     )
 
 
+def test_a_gate_not_keyed_by_backend_is_proposed_as_a_plain_number():
+    rows = [
+        _row("stock", True, [3.0, 9.0], suite="marginal_cost"),
+        _row("fixed", False, [0.2, 0.75], suite="marginal_cost"),
+    ]
+    for r in rows:
+        g = r["metrics"]["gate"]
+        r["metrics"]["gate"] = {"relative_marginal": g["verify_growth"], "ci": g["interval"]}
+    doc = calibrate.calibrate(rows, "linux-cpu")
+    (gate,) = doc["gates"]
+    assert gate["gate"] == "max_relative" and gate["bound"] == pytest.approx(1.5)
+    assert "      max_relative: 1.5  #" in calibrate.snippet(doc)
+
+
 def test_other_runners_results_do_not_count():
     rows = [_row("stock", True, [4.0, 8.0], runner="other")]
     with pytest.raises(UsageError, match="no results of runner linux-cpu"):

@@ -27,16 +27,20 @@ SCHEMA = "mlagate.calibration/1"
 @dataclass(frozen=True)
 class Separation:
     """A gate judged by an interval whose values above the bound fail: where its statistic and
-    interval lie in a result's metrics, and its matrix key (keyed by backend)."""
+    interval lie in a result's metrics, its matrix key, and whether that is keyed by backend."""
 
     suite: str
     gate: str
     value: tuple[str, ...]
     interval: tuple[str, ...]
+    per_backend: bool = True
 
 
 SEPARATION = (
     Separation("speculative", "max_verify_growth", ("gate", "verify_growth"), ("gate", "interval")),
+    Separation(
+        "marginal_cost", "max_relative", ("gate", "relative_marginal"), ("gate", "ci"), False
+    ),
 )
 
 
@@ -100,7 +104,15 @@ def calibrate(rows: list[dict], runner: str) -> dict:
     for sep in SEPARATION:
         cases = observed(mine, sep)
         if cases:
-            gates.append({"suite": sep.suite, "gate": sep.gate, **propose(cases), "cases": cases})
+            gates.append(
+                {
+                    "suite": sep.suite,
+                    "gate": sep.gate,
+                    "per_backend": sep.per_backend,
+                    **propose(cases),
+                    "cases": cases,
+                }
+            )
     if not gates:
         names = ", ".join(sorted({s.suite for s in SEPARATION}))
         raise UsageError(f"calibrate: runner {runner} has no measured case of {names}")
@@ -116,9 +128,10 @@ def snippet(doc: dict) -> str:
         if g["bound"] is None:
             lines.append(f"      # {g['gate']}: refused: {g['refused']}")
         else:
+            value = f"{{{doc['backend']}: {g['bound']}}}" if g["per_backend"] else g["bound"]
             lines.append(
-                f"      {g['gate']}: {{{doc['backend']}: {g['bound']}}}  # fixed arms up to "
-                f"{g['fixed_top']:.3g}, stock arms from {g['stock_bottom']:.3g}"
+                f"      {g['gate']}: {value}  # fixed arms up to {g['fixed_top']:.3g}, stock arms "
+                f"from {g['stock_bottom']:.3g}"
             )
     return "\n".join(lines) + "\n"
 
