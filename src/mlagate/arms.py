@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import documents, installing, packs
+from mlagate.hashing import file_sha as sha
+from mlagate.hashing import tree_digest
 from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
     ArmError,
     Installed,
     apply_patch,
     install,
-    sha,
-    tree_digest,
 )
 from mlagate.matrix import Arm, Matrix, Runtime
 

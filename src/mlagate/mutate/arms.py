@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 from mlagate import arms as arms_mod
+from mlagate.hashing import file_sha
 from mlagate.matrix import Arm
 
 
@@ -75,7 +75,7 @@ def _build(
         {
             "arm": arm.id,
             "patches": [
-                {"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                {"name": p.name, "sha256": file_sha(p)}
                 for p in arm.patches
             ],
             "key": key,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlagate
+from mlagate import hashing
 from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, bundled, to_json
@@ -64,7 +65,7 @@ def file_sha(path: Path) -> str:
 
 @functools.cache
 def _sha(stamp: tuple) -> str:  # a file read once while it is unchanged
-    return hashlib.sha256(Path(stamp[0]).read_bytes()).hexdigest()
+    return hashing.file_sha(stamp[0])
 
 
 def _imports(path: Path) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
