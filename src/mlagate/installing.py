@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents
+from mlagate import armidentity, documents
 from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
 
@@ -158,8 +158,8 @@ def install(arm: Arm, runtime: Runtime, staging: Path, key: str, on: Installed |
         "schema": documents.KINDS["arm"],
         "arm": arm.id,
         "runtime": runtime.id,
-        "source": {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref},
-        "patches": [{"name": p.name, "sha256": file_sha(p)} for p in arm.patches],
+        "source": armidentity.source_record(arm),
+        "patches": armidentity.patch_records(arm),
         "needs": list(arm.needs),
         **extra,
         "activate_install": list(arm.activate.install) if arm.activate else [],

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlagate import armidentity
 from mlagate import arms as arms_mod
-from mlagate.hashing import file_sha
 from mlagate.matrix import Arm
 
 
@@ -74,10 +74,7 @@ def _build(
     manifest.update(
         {
             "arm": arm.id,
-            "patches": [
-                {"name": p.name, "sha256": file_sha(p)}
-                for p in arm.patches
-            ],
+            "patches": armidentity.patch_records(arm),
             "key": key,
             "mutant_of": parent.key,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

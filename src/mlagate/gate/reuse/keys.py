@@ -8,7 +8,8 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
   mlagate.gate.modelargs.Source, never imported), with the runtime modules the worker imports
   by name (`models.cache`, `speculative.cache_state`, `utils`, `generate`, `processors`) and
   the arm's activation module; `baseline_runtime` likewise for an arm with a baseline.
-- `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs.
+- `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs
+  (mlagate.armidentity.reuse_data).
 - `suite`: the test body and its contract; `harness`: the mlagate code the suite runs
   through (the harness, the worker and every mlagate module they import), by content.
 - `matrix`: the case's resolved entry (suite gates, module config for the arm, geometry,
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import mlagate
 from mlagate import hashing
+from mlagate.armidentity import reuse_data
 from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, bundled, to_json
@@ -163,34 +165,6 @@ def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str
     return out | {f"imports/{k}": v for k, v in own.items()}
 
 
-def arm_data(inst: ArmInstall) -> dict:
-    """An arm's patches, overlaid files, activation and needs (not its id, role or source)."""
-    arm = inst.arm
-    act = arm.activate
-    return {
-        "patches": [file_sha(Path(p)) for p in arm.patches],
-        "overlay": [[f.dest, file_sha(Path(f.source))] for f in arm.overlay.files]
-        if arm.overlay
-        else [],
-        "activate": None
-        if act is None
-        else {
-            "module": act.module,
-            "function": act.function,
-            "env": dict(act.env),
-            "install": [_spec(s) for s in act.install],
-        },
-        "needs": sorted(arm.needs),
-    }
-
-
-def _spec(spec: str) -> str:
-    path = Path(spec)
-    if path.is_file():
-        return f"{path.name}:{file_sha(path)}"
-    return spec
-
-
 def case_entry(matrix: Matrix, case: Case) -> dict:
     """The case's resolved matrix entry, without the ids that only name things."""
     suite = to_json(matrix.suites[case.suite])
@@ -311,7 +285,7 @@ class Deriver:
         if (arm, import_path) not in self._runtime:
             inst = self.installs[arm]
             self._runtime[(arm, import_path)] = digest(
-                {"files": runtime_files(inst, import_path), "arm": arm_data(inst)}
+                {"files": runtime_files(inst, import_path), "arm": reuse_data(inst.arm)}
             )
         return self._runtime[(arm, import_path)]
 
