@@ -38,7 +38,7 @@ from mlagate import hashing
 from mlagate.armidentity import reuse_data
 from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
-from mlagate.matrix import Matrix, bundled, to_json
+from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
 from mlagate.suites import declaration
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
@@ -153,8 +153,7 @@ def harness_files(package: Path = PACKAGE) -> dict[str, str]:
 
 def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str, str]:
     """The suite's test body, its contract beside it, and the mlagate modules it imports."""
-    s = matrix.suites[suite]
-    path = s.path or bundled("suites") / s.kind / f"test_{suite}.py"
+    path = matrix.suites[suite].file
     contract = declaration(path)
     out = {
         "test": file_sha(path) if path.is_file() else "absent",
