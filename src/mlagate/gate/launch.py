@@ -21,8 +21,7 @@ OK_CODES = (0, 1, 5)  # passed, some failed, nothing collected: pytest ran to it
 
 
 def suite_file(matrix: Matrix, suite: str) -> Path:
-    s = matrix.suites[suite]
-    path = s.path or bundled("suites") / s.kind / f"test_{suite}.py"
+    path = matrix.suites[suite].file
     if not path.is_file():
         raise UsageError(f"{matrix.path}: suites.{suite}: no suite file {path}")
     return path
