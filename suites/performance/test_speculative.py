@@ -160,7 +160,11 @@ def _retained(measured: speculative_run.Measured, lo_p: int, hi_p: int) -> float
     lo_t, hi_t = measured.self_times.get(lo_p), measured.self_times.get(hi_p)
     if not lo_t or not hi_t:
         return None
-    return stats.retained_ci(lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"])[0]
+
+    def ratio(t: dict) -> float:
+        return stats.median([p / s for p, s in zip(t["plain"], t["spec"], strict=True)])
+
+    return ratio(hi_t) / ratio(lo_t)
 
 
 def _verify_growth(mla, measured: speculative_run.Measured, growth: tuple, undecidable) -> None:
