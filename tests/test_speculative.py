@@ -189,6 +189,18 @@ def test_the_fixed_arm_passes_and_a_planted_guard_fails_the_growth_gate(tmp_path
 
 
 @pytest.mark.arms
+def test_an_uncalibrated_runner_is_told_to_calibrate_instead_of_a_verdict(tmp_path, real_cache):
+    text = MATRIX.read_text().replace(
+        "max_verify_growth: {cpu: 1000,", "max_verify_growth: {cpu: uncalibrated,"
+    )
+    assert "{cpu: uncalibrated," in text
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
+    assert row["verdict"] == "invalid", row["reason"]
+    assert "run mlagate calibrate first" in row["reason"] and "backend cpu" in row["reason"]
+    assert "rows" not in row["metrics"], "nothing is measured before the bound is"
+
+
+@pytest.mark.arms
 def test_one_context_cannot_decide_the_growth_gate(tmp_path):
     """Known before anything runs: a one-context grid is refused when the matrix is read."""
     from .conftest import cli
