@@ -128,8 +128,20 @@ class ServingOps:
             tested = self._side(entry, req, req.get("batched", True), req.get("quant"))
         except NotServable as exc:
             return {"not_servable": str(exc)}
-        ref = self._side(entry, req, False, req.get("reference_quant"))
-        return self._compare(tested, ref, req)
+        return self._compare(tested, self._reference(entry, req, tested), req)
+
+    def _reference(self, entry: dict, req: dict, tested: Side) -> Side:
+        """The plain run of the rows: none where the tested side raised before any logits
+        (nothing to compare with it); a whole one is kept with the model for the next
+        configuration of the same rows, steps and force (the same run: the serving suites
+        never load other weights into a built model)."""
+        if tested.error is not None and not tested.logits:
+            return Side()
+        kept = entry.setdefault("plain_runs", {})
+        key = repr([req.get(k) for k in ("rows", "steps", "force", "dtype", "reference_quant")])
+        if key not in kept:
+            kept[key] = self._side(entry, req, False, req.get("reference_quant"))
+        return kept[key]
 
     def _side(self, entry: dict, req: dict, batched: bool, quant: dict | None) -> Side:
         side = Side()
