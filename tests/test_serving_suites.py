@@ -89,4 +89,5 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
     assert len(cases) == 2 * 3  # q8 and q4, natural and both forced paths
     for label, row in cases.items():
         assert "QuantizedKVCache" in row["classes"]["tested"], label
+        assert row["compared"] == 3 * 8, label  # q4 against the plain run kept from q8: all of it
         assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label

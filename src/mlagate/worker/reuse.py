@@ -29,20 +29,30 @@ class ReuseOps:
 
     def op_reuse(self, req: dict) -> dict:
         """req: key, prefix (tokens), branch (tokens the trim mode feeds past the prefix and
-        trims back), follow (follow-up token lists), mode ("save_load" or "trim"), force,
-        path (a file for save_load), dtype. Per follow-up: ULPs of the reused run against the
-        kept one and the cold one, the paths, the cache classes."""
+        trims back), follow (follow-up token lists), modes ("save_load", "trim"), force, path
+        (a file for save_load), dtype. Per mode and follow-up: ULPs of the reused run against
+        the kept one and the cold one, the paths, the cache classes. The kept and cold runs of
+        a follow-up are the same for every mode: run once, each mode compared with them."""
         entry = self.models[req["key"]]
         if req.get("force") is not None and entry["forcing"] is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
+        out, apis = {}, {}
+        for mode in req["modes"]:
+            try:
+                apis[mode] = self._reuse_api(entry, mode)
+            except NotServable as exc:
+                out[mode] = {"not_servable": str(exc)}
+        for mode in apis:
+            out[mode] = {"follow": []}
+        saved: dict = {}
         try:
-            self._reuse_api(entry, req["mode"])
-        except NotServable as exc:
-            return {"not_servable": str(exc)}
-        out = []
-        for follow in req["follow"]:
-            out.append(self._reuse_one(entry, req, follow))
-        return {"follow": out}
+            for follow in req["follow"] if apis else ():
+                for mode, reply in self._reuse_one(entry, req, follow, apis, saved).items():
+                    out[mode]["follow"].append(reply)
+        finally:
+            if saved.get("file"):
+                os.unlink(saved["file"])
+        return {"modes": out}
 
     def _reuse_api(self, entry: dict, mode: str):
         cm = self._cache_module(entry)
@@ -77,35 +87,38 @@ class ReuseOps:
     def _fresh(self, entry: dict):
         return self._cache_module(entry).make_prompt_cache(entry["model"])
 
-    def _reuse_one(self, entry: dict, req: dict, follow: list[int]) -> dict:
+    def _reuse_one(self, entry: dict, req: dict, follow: list[int], apis, saved) -> dict:
         mx, force = self.mx, req.get("force")
-        prefix, n = req["prefix"], len(req["prefix"])
-
+        prefix = req["prefix"]
         side = Side()
 
         def run(tokens, cache, key):
             logits = self._call(entry, mx.array([tokens], mx.int32), cache, force, side, [key])
             return logits[0]
 
-        cold = run(prefix + follow, self._fresh(entry), "cold")[n:]
+        cold = run(prefix + follow, self._fresh(entry), "cold")[len(prefix) :]
         kept_cache = self._fresh(entry)
         run(prefix, kept_cache, "prefix")
         kept = run(follow, kept_cache, "kept")
+        return {
+            mode: self._reused(entry, req, follow, mode, api, saved, run, side, kept, cold)
+            for mode, api in apis.items()
+        }
+
+    def _reused(self, entry, req, follow, mode, api, saved, run, side, kept, cold) -> dict:
+        """One mode's reused cache continued with `follow`, compared with kept and cold. The
+        save_load mode saves the prefix's cache once (`saved`) and loads it for each follow-up."""
+        mx, prefix, n = self.mx, req["prefix"], len(req["prefix"])
         reply = {"width": len(follow), "paths": {}, "classes": []}
         try:
-            cache = self._fresh(entry)
-            if req["mode"] == "save_load":
-                run(prefix, cache, "prefix")
-                cm = self._reuse_api(entry, "save_load")
-                path = f"{req['path']}.{os.getpid()}.safetensors"
-                cm.save_prompt_cache(path, cache)
-                cache = cm.load_prompt_cache(path)
-                os.unlink(path)
+            if mode == "save_load":
+                cache = api.load_prompt_cache(self._saved_prefix(entry, req, api, saved, run))
             else:
+                cache = self._fresh(entry)
                 run(prefix + req["branch"], cache, "branch")
-                reply["dropped"] = self._reuse_api(entry, "trim")(cache, n, len(req["branch"]))
+                reply["dropped"] = api(cache, n, len(req["branch"]))
             reply["classes"] = sorted({type(c).__name__ for c in leaves(cache)})
-            reused = run(follow, cache, "reused")
+            reused = run(follow, cache, ("reused", mode))
         except Refused as exc:
             reply["refused"] = str(exc)
             return reply
@@ -121,5 +134,25 @@ class ReuseOps:
         for name, ref in (("kept", kept), ("cold", cold)):
             unit = ulp(mx.max(mx.abs(ref)).item(), bits)
             reply[name] = mx.max(mx.abs(reused - ref)).item() / unit
-        reply["paths"] = {k: side.paths.get(k) for k in ("reused", "kept", "cold")}
+        reply["paths"] = {
+            "reused": side.paths.get(("reused", mode)),
+            "kept": side.paths.get("kept"),
+            "cold": side.paths.get("cold"),
+        }
         return reply
+
+    def _saved_prefix(self, entry, req, cm, saved: dict, run) -> str:
+        """The file the prefix's cache was saved to (prefilled and saved on the first call); a
+        raise while doing so is raised again for every follow-up."""
+        if "error" not in saved and "file" not in saved:
+            try:
+                cache = self._fresh(entry)
+                run(req["prefix"], cache, "prefix")
+                path = f"{req['path']}.{os.getpid()}.safetensors"
+                cm.save_prompt_cache(path, cache)
+                saved["file"] = path
+            except Exception as exc:  # noqa: BLE001  (raised again below, per follow-up)
+                saved["error"] = exc
+        if "error" in saved:
+            raise saved["error"]
+        return saved["file"]
