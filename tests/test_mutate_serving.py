@@ -1,6 +1,6 @@
 """The serving operators (mlagate.mutate.servingoperators): padding terms, per-row offsets,
-batch-size guards and quantized tuples found with ast, and a padding mutant of the fake
-runtime killed by serving_batched only."""
+batch-size guards and quantized tuples found with ast, and the fake runtime's padding mutants
+through serving_batched."""
 
 import shutil
 import subprocess
