@@ -190,3 +190,35 @@ def test_padding_mutants_of_the_fake_runtime_are_killed_by_serving_batched(tmp_p
             None,
         ),
     }
+
+
+KILLED_ON_CPU = 12  # docs/mutation.md, "The serving operators": killed by serving_batched
+
+
+@pytest.mark.arms
+def test_the_shipped_arguments_cover_exactly_the_unreachable_serving_mutants(real_cache):
+    """On the shipped patched arms, deepseek_v3 and glm5_next: matrix.yaml argues 18 serving
+    mutants; none of the 12 that serving_batched killed on the CPU is among them (a glob that
+    swallowed one would hide a mutant the suites can see)."""
+    from mlagate import arms, matrix
+    from mlagate.mutate import run
+    from tests.conftest import ROOT
+
+    shipped = matrix.load(ROOT / "matrix.yaml")
+    ids = ["mlx-lm-0.32.2-patched", "mlx-vlm-0.7.10"]
+    installs = arms.materialise_all(shipped, ids, real_cache)
+    found = []
+    modules = {
+        "mlx-lm-0.32.2-patched": ["mlx-lm/deepseek_v3"],
+        "mlx-vlm-0.7.10": ["mlx-vlm/deepseek_v3", "mlx-vlm/glm5_next"],
+    }
+    for arm, mods in modules.items():
+        ms = [shipped.modules[m] for m in mods]
+        spec = [(m.id, m.import_path, m.attention_for(arm)) for m in ms]
+        found += operators.generate_many(arm, installs[arm].site, spec, SERVING)
+    argued = {m.id for m in found if run.equivalent_reason(shipped, m)}
+    killed = killmatrix.load(ROOT / "docs/reference/cpu/mutation/kill-matrix-serving.json")
+    killed_ids = {m["id"] for m in killed["mutants"] if m["status"] == "killed"}
+    assert len(found) == 34 and len(argued) == 18 and len(killed_ids) == KILLED_ON_CPU
+    assert not argued & killed_ids
+    assert {m.id for m in found} >= killed_ids
