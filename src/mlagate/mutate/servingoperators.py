@@ -188,7 +188,7 @@ def _padding_arguments(call: ast.Call) -> list[ast.expr]:
     return found
 
 
-def _isinstance(call: ast.Call) -> bool:
+def _builtin(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Name) and call.func.id in dir(builtins)
 
 
@@ -197,7 +197,7 @@ def _reads_only(call: ast.Call) -> bool:
     read padding; they do not hand it on (a term built from them is pad_drop's other case)."""
     f = call.func
     mx_op = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "mx"
-    return mx_op or _isinstance(call)
+    return mx_op or _builtin(call)
 
 
 def _cache_offset(node: ast.AST) -> bool:
@@ -219,7 +219,7 @@ def _row_offset(add, text: str, fn: ast.FunctionDef) -> None:
     skip = {
         id(n)
         for c in ast.walk(fn)
-        if isinstance(c, ast.Call) and _isinstance(c)
+        if isinstance(c, ast.Call) and _builtin(c)
         for n in ast.walk(c)
     }
     if "import mlx.core as mx" not in text:
@@ -264,7 +264,7 @@ def _quant_tuple(add, text: str, fn: ast.FunctionDef) -> None:
         if not (isinstance(node, ast.IfExp) and isinstance(node.test, ast.Call)):
             continue
         test = node.test
-        if not (_isinstance(test) and test.args and isinstance(test.args[0], ast.Name)):
+        if not (_builtin(test) and test.args and isinstance(test.args[0], ast.Name)):
             continue
         name = test.args[0].id
         body = node.body
