@@ -39,6 +39,8 @@ def test_operators_find_the_dispatch_by_ast(tmp_path):
         "revert_unfold",
         "wrong_axis",
         "mask_none",  # self.attend(q, k, v, mask): the mask operators (tests/test_causal_suite.py)
+        "pad_drop",  # the fake batch cache's padding: tests/test_mutate_serving.py
+        "pad_shift",
     }
     ids = {m.id for m in mutants}
     assert "revert_fold: absorbed -> L == 1 @ fakemla/models/good.py::GoodAttention.__call__" in ids
@@ -62,7 +64,13 @@ def test_unpatched_module_has_no_decision_to_revert(tmp_path):
     assert not any(
         m.operator.startswith("revert_") for m in mutants
     )  # its guards already read L == 1
-    assert {m.operator for m in mutants} == {"boundary", "wrong_axis", "mask_none"}
+    assert {m.operator for m in mutants} == {
+        "boundary",
+        "wrong_axis",
+        "mask_none",
+        "pad_drop",
+        "pad_shift",
+    }
 
 
 def test_ids_do_not_depend_on_line_numbers(tmp_path):

@@ -15,6 +15,7 @@ from mlagate.mutate import poolsites, sites
 from mlagate.mutate.edits import Mutant, _after_segment, _Builder, _Edit, _segment  # noqa: F401
 from mlagate.mutate.maskoperators import MASK_OPERATORS, mask_mutants
 from mlagate.mutate.pooloperators import _pool_mutants
+from mlagate.mutate.servingoperators import SERVING_OPERATORS, serving_mutants
 
 OPERATORS = {
     "boundary": "relational boundary on the absorbed-path decision (< and <= swapped, or ==)",
@@ -30,6 +31,7 @@ OPERATORS = {
     "pool_guard_drop": "a sparse indexer's pool-length guard dropped (top-k past the pool)",
     "pool_no_trim": "a sparse indexer's pool not rolled back when a rejection trims the cache",
     **MASK_OPERATORS,
+    **SERVING_OPERATORS,
 }
 POOL_OPERATORS = ("pool_guard_drop", "pool_no_trim")
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
@@ -92,6 +94,7 @@ def generate_many(
     helper_done: set[tuple[str, str]] = set()
     pool_done: set[tuple[str, str, str]] = set()
     mask_done: set[str] = set()
+    serving_done: set[str] = set()
     for module, import_path, cls_name in modules:
         path = _module_file(Path(site), import_path)
         if path is None:
@@ -110,6 +113,8 @@ def generate_many(
             _pool_mutants(b, wanted, module, poolsites.find(tree, path, cls_name), pool_done)
         if wanted & set(MASK_OPERATORS):
             mask_mutants(b, wanted, module, Path(site), path, mask_done)
+        if wanted & set(SERVING_OPERATORS):
+            serving_mutants(b, wanted, module, path, serving_done)
     return b.mutants
 
 
