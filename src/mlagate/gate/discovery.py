@@ -197,6 +197,8 @@ def _entry(m: Module, runtime: Runtime, imp: str, cls: str, config: Mapping) -> 
         entry["sparse"] = True
     if m.deep:
         entry["deep"] = _plain(m.deep)
+    if m.ops:
+        entry["ops"] = list(m.ops)  # the backend limits it meets travel with its entry
     entry["notes"] = f"discovered: {m.id}'s entry, found at {imp}"
     return entry
 
