@@ -27,6 +27,8 @@ ORDER = (
     "lost control",
     "fixed",
     outcomes.STILL_FAILING,
+    outcomes.CANNOT_IMPORT,
+    outcomes.CANNOT_BUILD,
     "invalid",
     "as expected",
 )
@@ -92,7 +94,7 @@ class Judged:
         tally = self.outcomes
         if any(n and outcomes.is_red(o, self.strict) for o, n in tally.items()):
             return outcomes.RED_EXIT
-        if tally["invalid"] or tally["missing"]:
+        if any(tally[o] for o in outcomes.NOT_MEASURED_OUTCOMES):
             return outcomes.NOT_MEASURED
         return outcomes.GREEN
 

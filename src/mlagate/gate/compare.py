@@ -25,6 +25,8 @@ RANK = {
     "fixed": 0,
     "as expected": 0,
     "invalid": 1,
+    "cannot import": 1,
+    "cannot build": 1,
     "missing": 2,
     "flaky": 3,
     "changed failure": 3,

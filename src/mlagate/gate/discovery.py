@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from mlagate.gate import importable
 from mlagate.gate.errors import UsageError
 from mlagate.gate.modelargs import Source, tiny_config
 from mlagate.matrix import Matrix
@@ -236,6 +237,9 @@ def discover(matrix: Matrix, runtime: Runtime, head: Path) -> list[Found]:
 def known_modules(matrix: Matrix, runtime: Runtime, head: Path) -> dict[str, Found]:
     """Matrix module id -> the class found in head it runs; unknown classes are one error."""
     found = discover(matrix, runtime, head)
+    packages = {r.package: r.id for r in matrix.runtimes.values()}
+    where = {f.module or f.attention: f.import_path for f in found}
+    importable.check(head, f"--head {head}", runtime.package, packages, where)
     unknown = [f for f in found if not f.module]
     if unknown:
         names = ", ".join(f"{f.attention} ({f.import_path})" for f in unknown)

@@ -143,9 +143,7 @@ def parse(text: str, path: Path) -> Matrix:
         allowlist=allowlist,
         expectations=expectations,
         equivalent_mutants=read_equivalent_mutants(r, root.get("mutants"), arms),
-        backend_limits=read_backend_limits(
-            r, root.get("backend_limits"), modules, root["modules"]
-        ),
+        backend_limits=read_backend_limits(r, root.get("backend_limits"), modules, root["modules"]),
     )
 
 
