@@ -117,3 +117,27 @@ def test_a_plain_run_of_a_file_that_cannot_import_where_it_is_exits_3():
     assert outcomes.outcome(_raised("a", *OWN)) == "regression"  # a broken own import stays red
     argued = _raised("a", *FOREIGN, expected="fail", expectation="known finding: raises")
     assert outcomes.outcome(argued) == "as expected"  # the matrix argues it
+
+
+def _row(arm: str, verdict: str, kinds=("wrong_path",), **more) -> dict:
+    return {
+        "case_id": f"dispatch::m::{arm}::g::float32::cpu",
+        "arm": arm,
+        "verdict": verdict,
+        "failure": {"kind": kinds[0], "kinds": list(kinds)} if verdict == "fail" else None,
+        **more,
+    }
+
+
+def test_a_patched_arm_failing_exactly_as_its_baseline_is_not_fixed_not_a_regression():
+    patched = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
+    stock = _row("s", "fail", expected="fail", control=True, expected_kinds=["wrong_path"])
+    outcomes.mark_as_baseline([patched, stock])
+    assert outcomes.outcome(patched) == "not fixed" and outcomes.is_red("not fixed")
+    other = _row("p", "fail", ("guards_disagree",), expected="pass",
+                 expectation="patched arm (baseline s)")  # fmt: skip
+    outcomes.mark_as_baseline([other, stock])
+    assert outcomes.outcome(other) == "regression"  # fails otherwise than its baseline
+    alone = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
+    outcomes.mark_as_baseline([alone, _row("s", "pass", expected="fail")])
+    assert outcomes.outcome(alone) == "regression"

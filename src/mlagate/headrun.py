@@ -22,6 +22,7 @@ SCHEMA = "mlagate.head-run/1"
 ORDER = (
     outcomes.FIXED_BY_CHANGE,
     "regression",
+    "not fixed",
     "changed failure",
     "flaky",
     "lost control",

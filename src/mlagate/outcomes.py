@@ -7,6 +7,8 @@ expectation.
   not name (a control failing for another reason than its defect, a known finding failing in
   a new way);
 - regression: expected pass, got fail;
+- not fixed: a patched arm expected to pass failed exactly as its baseline arm did on the same
+  case (the same failure kinds, in the same run): its patch leaves the case as it was; red;
 - flaky: as expected at the end, but an earlier attempt of the case (a retry, --resume,
   --failed) measured the other verdict; red unless the matrix lets its suite retry
   (`suites.<id>.retry: true`);
@@ -44,6 +46,7 @@ OUTCOMES = (
     "fixed by this change",
     "changed failure",
     "regression",
+    "not fixed",
     "still failing as on base",
     "flaky",
     "lost control",
@@ -53,7 +56,7 @@ OUTCOMES = (
     "cannot build",
     "missing",
 )
-RED = ("changed failure", "regression", "flaky", "lost control", "fixed")
+RED = ("changed failure", "regression", "not fixed", "flaky", "lost control", "fixed")
 FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
 RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
 CANNOT_IMPORT, CANNOT_BUILD = "cannot import", "cannot build"
@@ -120,7 +123,7 @@ def outcome(row: dict) -> str:
             return "changed failure"
         return "flaky" if flaky(row) else "as expected"
     if expected == "pass" and verdict == "fail":
-        return "regression"
+        return "not fixed" if row.get("as_baseline") else "regression"
     if expected == "fail" and verdict == "pass":
         return "lost control" if row.get("control") else "fixed"
     return "regression"  # e.g. a row argued where a measurement was planned
@@ -153,6 +156,22 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     if head == base == "pass":
         return "as expected"
     return own  # base invalid or argued: nothing to compare with
+
+
+def mark_as_baseline(rows: list[dict]) -> list[dict]:
+    """Mark (`as_baseline`: the baseline arm) each failing row of a patched arm whose baseline's
+    row of the same case, among rows, failed with the same failure kinds (in place)."""
+    by_id = {r["case_id"]: r for r in rows}
+    for r in rows:
+        named = re.search(r"\(baseline ([^)\s]+)\)$", str(r.get("expectation", "")))
+        if r["verdict"] != "fail" or r.get("expected") != "pass" or named is None:
+            continue
+        parts = r["case_id"].split("::")
+        parts[2] = named.group(1)
+        other = by_id.get("::".join(parts))
+        if other and other["verdict"] == "fail" and _kinds(other) == _kinds(r):
+            r["as_baseline"] = named.group(1)
+    return rows
 
 
 def _kinds(row: dict) -> frozenset:

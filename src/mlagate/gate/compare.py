@@ -31,6 +31,7 @@ RANK = {
     "flaky": 3,
     "changed failure": 3,
     "regression": 3,
+    "not fixed": 3,
     "lost control": 3,
 }
 
