@@ -141,3 +141,13 @@ def test_a_patched_arm_failing_exactly_as_its_baseline_is_not_fixed_not_a_regres
     alone = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
     outcomes.mark_as_baseline([alone, _row("s", "pass", expected="fail")])
     assert outcomes.outcome(alone) == "regression"
+
+
+def test_discover_names_a_module_that_cannot_import_where_it_was_found(tmp_path):
+    tree = overlay_tree(tmp_path / "tree", absolute=True)
+    proc = cli("discover", tree, "--matrix", SHIPPED)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert (
+        "  cannot import  omlx.patches.deepseek_v3: imports mlx_lm, not omlx: it cannot be "
+        "imported where it was found; gate it as an `overlay:` arm (docs/matrix.md#arms)"
+    ) in proc.stdout

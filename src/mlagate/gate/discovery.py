@@ -371,6 +371,7 @@ class Survey:
     derived: bool
     found: tuple[Found, ...]
     snippet: str  # entries for the unknown classes ('' when there are none)
+    foreign: tuple[tuple[str, str], ...] = ()  # (import path, another runtime's package it imports)
 
     @property
     def unknown(self) -> tuple[Found, ...]:
@@ -384,4 +385,10 @@ def survey(matrix: Matrix, head: Path) -> Survey:
     runtime = runtime_of(matrix, head, f"discover {head}")
     found = discover(matrix, runtime, head)
     text = snippet(matrix, runtime, head, found) if any(not f.module for f in found) else ""
-    return Survey(matrix.path, runtime, derived(matrix, runtime), tuple(found), text)
+    others = {r.package for r in matrix.runtimes.values()} - {runtime.package}
+    foreign = tuple(
+        (f.import_path, pkgs[0])
+        for f in found
+        if (pkgs := importable.foreign_imports(head, f.import_path, others))
+    )
+    return Survey(matrix.path, runtime, derived(matrix, runtime), tuple(found), text, foreign)
