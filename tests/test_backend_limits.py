@@ -106,3 +106,54 @@ def test_a_copied_matrix_without_its_patches_says_where_they_are_looked_for(tmp_
         f"no such patch file: {tmp_path}/patches/mlx-lm-0.32.2-mla-threshold.patch (patch paths "
         "resolve beside the matrix file: a copied matrix needs its patches/ folder beside it)"
     )
+
+
+def _closure_calls(site, import_path: str, op: str, package: str) -> bool:
+    """Whether the module's file, or a file of its runtime's package it imports (transitively),
+    calls `<something>.op(`: read, never imported."""
+    import ast
+    from pathlib import Path
+
+    seen, todo = set(), [import_path]
+    while todo:
+        imp = todo.pop()
+        base = Path(site).joinpath(*imp.split("."))
+        files = (base.with_suffix(".py"), base / "__init__.py")
+        path = next((p for p in files if p.is_file()), None)
+        if imp in seen or path is None:
+            continue
+        seen.add(imp)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        pkg = imp if path.name == "__init__.py" else imp.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == op:
+                return True
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parent = pkg.rsplit(".", node.level - 1)[0] if node.level > 1 else pkg
+                    mod = f"{parent}.{node.module}" if node.module else parent
+                else:
+                    mod = node.module or ""
+                if mod.split(".")[0] == package:
+                    todo += [mod] + [f"{mod}.{a.name}" for a in node.names]
+    return False
+
+
+@pytest.mark.arms
+def test_every_module_that_names_an_op_reaches_it_in_each_of_its_arms(real_cache):
+    """A declaration the source contradicts fails: each `ops` entry is called somewhere in the
+    module's import closure inside its runtime (LongCat's SwitchGLU -> mx.gather_mm)."""
+    from tests.vendored import stock_site
+
+    shipped = matrix.load(SHIPPED)
+    checked = 0
+    for m in shipped.modules.values():
+        for arm in shipped.arms_for(m) if m.ops else ():
+            site = stock_site(real_cache, arm.id)
+            package = shipped.runtimes[m.runtime].package
+            for op in m.ops:
+                assert _closure_calls(site, m.import_path, op, package), (m.id, arm.id, op)
+                checked += 1
+    assert checked == 6  # 3 arms of mlx-lm's longcat_flash, 2 of mlx-vlm's, 1 of the sparse one
+    llama = stock_site(real_cache, "mlx-lm-0.32.2")  # a model without experts reaches none
+    assert not _closure_calls(llama, "mlx_lm.models.llama", "gather_mm", "mlx_lm")
