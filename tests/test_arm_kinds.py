@@ -378,8 +378,8 @@ def test_an_import_patching_arm_with_a_floor_fails_dispatch_naming_the_floor(kin
     for r in floor:
         assert r["verdict"] == "fail", r["reason"]
         assert r["reason"].startswith(
-            "materialised at L = 2..8 for every warm T < 1280 (T = 4, 64, 256), absorbed from "
-            "T = 1280: a cache-length floor; the formula says absorbed from T = 1"
+            "materialised at L = 2..8 for every warm T < 1100 (T = 4, 64, 256), absorbed from "
+            "T = 1100: a cache-length floor; the formula says absorbed from T = 1"
         ), r["reason"]
     for r in stock:
         assert r["reason"].startswith("materialised at L = 2..8 on every warm cache"), r["reason"]

@@ -3,7 +3,8 @@ the absorbed path; L = 1 takes it too; on a cold cache the materialised path. Bo
 must read one decision: a call whose query fold and output unfold disagree fails, with the
 L and T where it happened. The warm caches span both sides of the cache lengths where runtimes
 put floors (a few tokens to past 1024; on a cache longer than the profile's longest only the
-narrowest and widest widths, as a floor is a cache length), and a failure names the wrong region
+narrowest and widest verify widths, as a floor is a cache length and each step there primes a
+long cache), and a failure names the wrong region
 (mlagate.pathregions): "materialised at L = 2..8 for every warm T < 1024 ..., absorbed from
 T = 1024: a cache-length floor".
 """
@@ -21,7 +22,7 @@ def test_dispatch(mla):
     steps = [
         (T, L)
         for T in gates["warm_caches"]
-        for L in ((1, *widths) if T <= far else (1, min(widths), max(widths)))
+        for L in ((1, *widths) if T <= far else (min(widths), max(widths)))
     ] + [(0, L) for L in widths]
     wrong, seen = [], []
     for T, L in steps:
