@@ -32,13 +32,21 @@ if os.environ.get("FIXRT_MLA") == "1":
     mla.install()
 """
 FIXRT_MLA = '''\
+import os
+
 import mlx.core as mx
 from mlx_lm.models import deepseek_v3
 from mlx_lm.models.base import scaled_dot_product_attention
 
 
+FLOOR = int(os.environ.get("FIXRT_FLOOR", "0"))  # verify steps on shorter caches materialise
+
+
 def fixrt_absorbs(L, r, d, T):
-    """The exact cache-aware rule: absorbed while L * (r*d + (2r - d) T) < r d T."""
+    """The exact cache-aware rule: absorbed while L * (r*d + (2r - d) T) < r d T (and, with a
+    floor, only on caches of at least FLOOR tokens before the step)."""
+    if L > 1 and T - L < FLOOR:
+        return False
     return L == 1 or 2 * r <= d or L * (r * d + (2 * r - d) * T) < r * d * T
 
 
@@ -118,6 +126,11 @@ fixrt-on:
   pypi: mlx-lm==0.32.2
   role: patched
   activate: {module: fixrt, env: {FIXRT_MLA: "1"}, install: [fixrt]}
+fixrt-floor:  # the fix with a cache-length floor: verify steps on caches under 1024 materialise
+  runtime: mlx-lm
+  pypi: mlx-lm==0.32.2
+  role: patched
+  activate: {module: fixrt, env: {FIXRT_MLA: "1", FIXRT_FLOOR: "1024"}, install: [fixrt]}
 overlaid:  # the patched deepseek_v3.py (and the mla.py it imports) over the stock install
   runtime: mlx-lm
   role: patched
@@ -316,7 +329,7 @@ def kinds_run(tmp_path_factory, real_cache):
     out = folder / "out"
     args = ["run", "--matrix", path, "--module", "mlx-lm/deepseek_v3", "--suite", "dispatch"]
     args += ["--suite", "probes", "-n", "1", "--out", out]
-    for arm in ("mlx-lm-0.32.2", "fixrt-off", "fixrt-on", "overlaid"):
+    for arm in ("mlx-lm-0.32.2", "fixrt-off", "fixrt-on", "fixrt-floor", "overlaid"):
         args += ["--arm", arm]
     proc = cli(*args, cwd=folder, cache=real_cache)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
@@ -354,6 +367,22 @@ def test_an_activating_arm_is_gated_as_the_runtime_runs(kinds_run):
     for r in off:
         assert _step(r, 2, 64)["path"] == "materialised"
         assert r["fingerprint"]["activation"]["replaced"] == {}
+
+
+@pytest.mark.arms
+def test_an_import_patching_arm_with_a_floor_fails_dispatch_naming_the_floor(kinds_run):
+    """Its dispatch once printed the stock arm's summary (both shipped warm caches, 64 and 256,
+    lay below the floor); the warm caches now reach past 1024."""
+    _, by = kinds_run
+    floor, stock = by[("dispatch", "fixrt-floor")], by[("dispatch", "mlx-lm-0.32.2")]
+    for r in floor:
+        assert r["verdict"] == "fail", r["reason"]
+        assert r["reason"].startswith(
+            "materialised at L = 2..8 for every warm T < 1100 (T = 4, 64, 256), absorbed from "
+            "T = 1100: a cache-length floor; the formula says absorbed from T = 1"
+        ), r["reason"]
+    for r in stock:
+        assert r["reason"].startswith("materialised at L = 2..8 on every warm cache"), r["reason"]
 
 
 @pytest.mark.arms

@@ -46,7 +46,8 @@ def test_dispatch_catches_guards_that_disagree_with_where(verdicts):
     assert "the query fold and the output unfold disagree" in split["reason"]
     stock = verdicts[("dispatch", "fake/good", "fake-stock")]
     assert stock["verdict"] == "fail" and stock["reason"].startswith(
-        "first wrong choice at L=2 T=16: took materialised"
+        "materialised at L = 2, 3, 4, 8 on every warm cache (T = 16, 32); the formula says "
+        "absorbed from T = 1; first wrong choice at L=2 T=16: took materialised"
     )
     assert verdicts[("dispatch", "fake/good", "fake-patched")]["verdict"] == "pass"
 

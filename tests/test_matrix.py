@@ -150,7 +150,8 @@ def test_missing_patch_file_is_named(tmp_path):
         "    patches: [no-such.patch]  # patches\n    role: stock  # role",
     )
     with pytest.raises(
-        MatrixError, match=r"arms\.fake-stock\.patches\[0\]: no such patch file: no-such\.patch"
+        MatrixError,
+        match=r"arms\.fake-stock\.patches\[0\]: no such patch file: \S*/no-such\.patch \(patch ",
     ):
         _parse(text, tmp_path)
 

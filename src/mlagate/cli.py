@@ -48,6 +48,7 @@ BAD_INPUT = (
     ("mlagate.gate.merge", "MergeError"),
 )
 REFUSED = (("mlagate.commands.runopts", "Refused"),)
+CANNOT_MEASURE = (("mlagate.gate.importable", "Unimportable"),)  # exit 3: nothing could run
 
 
 def _raised(table) -> tuple[type, ...]:
@@ -96,5 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             return outcomes.BAD_INPUT
         if isinstance(exc, _raised(REFUSED)):  # nothing measured: the machine could not give one
             print(f"mlagate: refused: {exc}", file=sys.stderr)
+            return outcomes.NOT_MEASURED
+        if isinstance(exc, _raised(CANNOT_MEASURE)):
+            print(f"mlagate: cannot measure: {exc}", file=sys.stderr)
             return outcomes.NOT_MEASURED
         raise

@@ -22,11 +22,14 @@ SCHEMA = "mlagate.head-run/1"
 ORDER = (
     outcomes.FIXED_BY_CHANGE,
     "regression",
+    "not fixed",
     "changed failure",
     "flaky",
     "lost control",
     "fixed",
     outcomes.STILL_FAILING,
+    outcomes.CANNOT_IMPORT,
+    outcomes.CANNOT_BUILD,
     "invalid",
     "as expected",
 )
@@ -92,7 +95,7 @@ class Judged:
         tally = self.outcomes
         if any(n and outcomes.is_red(o, self.strict) for o, n in tally.items()):
             return outcomes.RED_EXIT
-        if tally["invalid"] or tally["missing"]:
+        if any(tally[o] for o in outcomes.NOT_MEASURED_OUTCOMES):
             return outcomes.NOT_MEASURED
         return outcomes.GREEN
 

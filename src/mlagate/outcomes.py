@@ -7,43 +7,60 @@ expectation.
   not name (a control failing for another reason than its defect, a known finding failing in
   a new way);
 - regression: expected pass, got fail;
+- not fixed: a patched arm expected to pass failed exactly as its baseline arm did on the same
+  case (the same failure kinds, in the same run): its patch leaves the case as it was; red;
 - flaky: as expected at the end, but an earlier attempt of the case (a retry, --resume,
   --failed) measured the other verdict; red unless the matrix lets its suite retry
   (`suites.<id>.retry: true`);
 - lost control: a control arm passed a suite that must fail on it (the suite lost its power);
 - fixed: a known finding expected to fail now passes (the gate fails until the expectation is
   removed, as a strict xfail);
-- invalid: the harness could not measure; missing: no result was written.
+- invalid: the harness could not measure; missing: no result was written;
+- cannot import: the case's build raised on importing a package other than the one of the file
+  that imported it (a module that cannot be imported where it was found: a file meant to be
+  copied over another runtime's); nothing was measured;
+- cannot build (head runs): head and base both raised while building: a build the harness
+  cannot do, nothing measured on either side.
+A known finding that expects the case to fail (matrix.yaml's expectations) keeps the usual
+outcomes: the matrix argues that failure.
 
 A head run (mlagate run --head) judges each case of head against the same case on base
 (`relative`): fixed by this change (fail on base, pass on head), regression (pass on base, fail
 on head), still failing as on base (fail on both, with the same failure kinds: red only when
-asked, `is_red(.., strict)`), changed failure (fail on both, of other kinds: red);
+asked, `is_red(.., strict)`; never when both failed to build: cannot import or cannot build),
+changed failure (fail on both, of other kinds: red);
 a head case with no base counterpart is a *new case*, judged by its expectation as above.
 
 
 Exit status (the table below, docs/gate.md): 0 when every case is as expected (or flaky where
 its suite may retry), 1 on any red outcome, 3 when only invalid or missing cases stand in the
-way.
+way (or a case that cannot import or cannot build).
 """
 
 from __future__ import annotations
+
+import re
 
 OUTCOMES = (
     "as expected",
     "fixed by this change",
     "changed failure",
     "regression",
+    "not fixed",
     "still failing as on base",
     "flaky",
     "lost control",
     "fixed",
     "invalid",
+    "cannot import",
+    "cannot build",
     "missing",
 )
-RED = ("changed failure", "regression", "flaky", "lost control", "fixed")
+RED = ("changed failure", "regression", "not fixed", "flaky", "lost control", "fixed")
 FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
 RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
+CANNOT_IMPORT, CANNOT_BUILD = "cannot import", "cannot build"
+NOT_MEASURED_OUTCOMES = ("invalid", CANNOT_IMPORT, CANNOT_BUILD, "missing")  # exit 3
 NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
 FLAKY_ALLOWED = "flaky, suite may retry"  # a counts() key: the flaky cases that are not red
 
@@ -65,17 +82,48 @@ def flaky(row: dict) -> bool:
     return {"pass", "fail"} <= measured
 
 
+def _argued_fail(row: dict) -> bool:
+    """A known finding of the matrix expects this case to fail."""
+    return row.get("expected") == "fail" and str(row.get("expectation", "")).startswith(
+        "known finding"
+    )
+
+
+def build_failure(row: dict) -> str | None:
+    """How a case's build raised: "import" for a ModuleNotFoundError naming a package other
+    than the one of the file that imported it (`failure.details.at`), "build" for any other
+    exception of the build; None when the build went through (or the matrix argues the fail)."""
+    if row.get("verdict") != "fail" or "runtime_raised" not in _kinds(row) or _argued_fail(row):
+        return None
+    reason = row.get("reason", "")
+    raised = re.match(r"the runtime raised: build failed in \S+: (\w+): (.*)", reason)
+    if raised is None:
+        return None
+    missing = re.match(r"No module named '([\w.]+)'", raised.group(2))
+    at = ((row.get("failure") or {}).get("details") or {}).get("at") or ""
+    if (
+        raised.group(1) == "ModuleNotFoundError"
+        and missing
+        and at
+        and missing.group(1).split(".")[0] != at.split("/")[0]
+    ):
+        return "import"
+    return "build"
+
+
 def outcome(row: dict) -> str:
     verdict = row["verdict"]
     if verdict == "invalid":
         return "invalid"
+    if build_failure(row) == "import":
+        return CANNOT_IMPORT
     expected = row.get("expected") or ("argued" if verdict == "argued" else "pass")
     if verdict == expected:
         if verdict == "fail" and not kinds_match(row):
             return "changed failure"
         return "flaky" if flaky(row) else "as expected"
     if expected == "pass" and verdict == "fail":
-        return "regression"
+        return "not fixed" if row.get("as_baseline") else "regression"
     if expected == "fail" and verdict == "pass":
         return "lost control" if row.get("control") else "fixed"
     return "regression"  # e.g. a row argued where a measurement was planned
@@ -88,9 +136,12 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     head's own outcome says more than a verdict can (invalid, flaky, changed failure), head's
     own outcome stands."""
     own = outcome(head_row)
+    if base_row is not None and build_failure(head_row) and build_failure(base_row):
+        both = (build_failure(head_row), build_failure(base_row))
+        return CANNOT_IMPORT if "import" in both else CANNOT_BUILD
     if (
         base_row is None
-        or own in ("invalid", "changed failure")
+        or own in ("invalid", "changed failure", CANNOT_IMPORT)
         or (own == "flaky" and red(head_row))
     ):
         return own
@@ -105,6 +156,22 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     if head == base == "pass":
         return "as expected"
     return own  # base invalid or argued: nothing to compare with
+
+
+def mark_as_baseline(rows: list[dict]) -> list[dict]:
+    """Mark (`as_baseline`: the baseline arm) each failing row of a patched arm whose baseline's
+    row of the same case, among rows, failed with the same failure kinds (in place)."""
+    by_id = {r["case_id"]: r for r in rows}
+    for r in rows:
+        named = re.search(r"\(baseline ([^)\s]+)\)$", str(r.get("expectation", "")))
+        if r["verdict"] != "fail" or r.get("expected") != "pass" or named is None:
+            continue
+        parts = r["case_id"].split("::")
+        parts[2] = named.group(1)
+        other = by_id.get("::".join(parts))
+        if other and other["verdict"] == "fail" and _kinds(other) == _kinds(r):
+            r["as_baseline"] = named.group(1)
+    return rows
 
 
 def _kinds(row: dict) -> frozenset:
@@ -138,7 +205,7 @@ def exit_code(tally: dict[str, int]) -> int:
     flaky_red = tally.get("flaky", 0) - tally.get(FLAKY_ALLOWED, 0)
     if flaky_red > 0 or any(tally.get(o, 0) for o in RED if o != "flaky"):
         return RED_EXIT
-    if tally.get("invalid", 0) or tally.get("missing", 0):
+    if any(tally.get(o, 0) for o in NOT_MEASURED_OUTCOMES):
         return NOT_MEASURED
     return GREEN
 

@@ -215,6 +215,7 @@ def _expected(matrix: Matrix, case: Case) -> Case:
         case.checkpoint or case.geometry,
         case.backend,
         case.evidence,
+        case.dtype,
     )
     return dataclasses.replace(
         case,

@@ -6,9 +6,11 @@ boundary is an exact tie) the module is stepped at the formula's boundary b (mus
 absorbed) and at b + 1 (must be materialised); on a cold cache (T == L) and at prefill chunk
 widths the formula says materialised. Where b + 1 is an exact tie the two paths cost the same;
 gates.ties says whether either path passes there ("either") or the strict form is required.
+gates.floor_caches adds cache lengths on both sides of where runtimes put cache-length floors;
+a failure names the wrong region first (mlagate.pathregions).
 """
 
-from mlagate import crossover
+from mlagate import crossover, pathregions
 from mlagate.harness import check
 
 
@@ -17,7 +19,9 @@ def test_threshold(mla):
     gates = mla.gates
     key, _ = mla.build()
     caches = sorted(
-        set(mla.profile.cache_lengths) | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1])
+        set(mla.profile.cache_lengths)
+        | set(gates.get("floor_caches") or ())
+        | set(crossover.tie_caches(r, n, v, gates["tie_search"])[:1])
     )
     boundary_probes = [
         (T, L)
@@ -28,11 +32,13 @@ def test_threshold(mla):
     ]
     probes = list(boundary_probes) + [(0, L) for L in gates["cold_widths"]]
     probes += [(mla.profile.cache_lengths[0], L) for L in mla.profile.prefill_widths]
-    wrong, boundary = [], {}
+    wrong, boundary, seen = [], {}, []
     for T, L in probes:
         obs = mla.step(key, T, L)
         expected = crossover.expected_path(L, T, r, n, v)
         tie = crossover.is_tie(L, T, r, n, v)
+        if not tie:
+            seen.append((T, L, obs["path"], expected))
         ok = obs["path"] == expected or (
             tie and gates["ties"] == "either" and obs["path"] in ("absorbed", "materialised")
         )
@@ -56,6 +62,10 @@ def test_threshold(mla):
             "table": crossover.table_threshold(r, n, v),
         },
     )
+    if wrong:
+        region = pathregions.describe(seen, (r, n, v))
+        mla.metric("wrong_region", region)
+        wrong[0] = (wrong[0][0], f"{region}; {wrong[0][1]}" if region else wrong[0][1])
     check(wrong, shown=4)
 
 

@@ -38,6 +38,11 @@ def text(s: discovery.Survey) -> str:
             lines.append(f"  known    {where} is {f.module}")
         else:
             lines.append(f"  known    {where} runs as {f.module} ({f.reuses}'s entry)")
+    for imp, package in s.foreign:
+        lines.append(
+            f"  cannot import  {imp}: imports {package}, not {s.runtime.package}: it cannot be "
+            "imported where it was found; gate it as an `overlay:` arm (docs/matrix.md#arms)"
+        )
     return "\n".join(lines)
 
 
@@ -55,4 +60,4 @@ def main(args) -> int:
             )
         else:
             print(f"nothing to write to {args.write_snippet}: every class is known")
-    return 1 if s.unknown else 0
+    return 1 if s.unknown else 3 if s.foreign else 0

@@ -25,10 +25,13 @@ RANK = {
     "fixed": 0,
     "as expected": 0,
     "invalid": 1,
+    "cannot import": 1,
+    "cannot build": 1,
     "missing": 2,
     "flaky": 3,
     "changed failure": 3,
     "regression": 3,
+    "not fixed": 3,
     "lost control": 3,
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from mlagate.gate import importable
 from mlagate.gate.errors import UsageError
 from mlagate.gate.modelargs import Source, tiny_config
 from mlagate.matrix import Matrix
@@ -197,6 +198,8 @@ def _entry(m: Module, runtime: Runtime, imp: str, cls: str, config: Mapping) -> 
         entry["sparse"] = True
     if m.deep:
         entry["deep"] = _plain(m.deep)
+    if m.ops:
+        entry["ops"] = list(m.ops)  # the backend limits it meets travel with its entry
     entry["notes"] = f"discovered: {m.id}'s entry, found at {imp}"
     return entry
 
@@ -234,6 +237,9 @@ def discover(matrix: Matrix, runtime: Runtime, head: Path) -> list[Found]:
 def known_modules(matrix: Matrix, runtime: Runtime, head: Path) -> dict[str, Found]:
     """Matrix module id -> the class found in head it runs; unknown classes are one error."""
     found = discover(matrix, runtime, head)
+    packages = {r.package: r.id for r in matrix.runtimes.values()}
+    where = {f.module or f.attention: f.import_path for f in found}
+    importable.check(head, f"--head {head}", runtime.package, packages, where)
     unknown = [f for f in found if not f.module]
     if unknown:
         names = ", ".join(f"{f.attention} ({f.import_path})" for f in unknown)
@@ -365,6 +371,7 @@ class Survey:
     derived: bool
     found: tuple[Found, ...]
     snippet: str  # entries for the unknown classes ('' when there are none)
+    foreign: tuple[tuple[str, str], ...] = ()  # (import path, another runtime's package it imports)
 
     @property
     def unknown(self) -> tuple[Found, ...]:
@@ -378,4 +385,10 @@ def survey(matrix: Matrix, head: Path) -> Survey:
     runtime = runtime_of(matrix, head, f"discover {head}")
     found = discover(matrix, runtime, head)
     text = snippet(matrix, runtime, head, found) if any(not f.module for f in found) else ""
-    return Survey(matrix.path, runtime, derived(matrix, runtime), tuple(found), text)
+    others = {r.package for r in matrix.runtimes.values()} - {runtime.package}
+    foreign = tuple(
+        (f.import_path, pkgs[0])
+        for f in found
+        if (pkgs := importable.foreign_imports(head, f.import_path, others))
+    )
+    return Survey(matrix.path, runtime, derived(matrix, runtime), tuple(found), text, foreign)

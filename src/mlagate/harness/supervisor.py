@@ -80,6 +80,8 @@ def worker_path() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+OP_WORDS = {"hello": "the worker's start (its activation and imports)"}  # as errors name ops
+
 class WorkerError(RuntimeError):
     """The worker crashed, hung or the harness failed in it: the case becomes invalid."""
 
@@ -182,7 +184,8 @@ class WorkerProcess:
         line, _, self._buf = self._buf.partition(b"\n")
         reply = json.loads(line)
         if not reply["ok"]:
-            message = f"{op} failed in {self.install.arm.id}: {reply['error']}"
+            what = OP_WORDS.get(op, op)
+            message = f"{what} failed in {self.install.arm.id}: {reply['error']}"
             if reply.get("runtime_at"):
                 raise RuntimeRaised(
                     f"{message} at {reply['runtime_at']}",

@@ -15,6 +15,7 @@ from mlagate import yamlread
 from mlagate.matrix.armread import read_arms
 from mlagate.matrix.findings import read_allowlist, read_equivalent_mutants, read_expectations
 from mlagate.matrix.jsonform import from_json, thaw, to_json
+from mlagate.matrix.limits import read_backend_limits
 from mlagate.matrix.model import (
     BACKENDS,
     DTYPES,
@@ -25,6 +26,7 @@ from mlagate.matrix.model import (
     Allow,
     Arm,
     ArmSource,
+    BackendLimit,
     Checkpoint,
     EquivalentMutant,
     Expectation,
@@ -67,6 +69,7 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "Allow",
     "Arm",
     "ArmSource",
+    "BackendLimit",
     "Checkpoint",
     "EquivalentMutant",
     "Expectation",
@@ -140,10 +143,17 @@ def parse(text: str, path: Path) -> Matrix:
         allowlist=allowlist,
         expectations=expectations,
         equivalent_mutants=read_equivalent_mutants(r, root.get("mutants"), arms),
+        backend_limits=read_backend_limits(r, root.get("backend_limits"), modules, root["modules"]),
     )
 
 
-_OPTIONAL = {"checkpoints", "allowlist", "expectations", "mutants"}  # sections one may leave out
+_OPTIONAL = {  # sections one may leave out
+    "checkpoints",
+    "allowlist",
+    "expectations",
+    "mutants",
+    "backend_limits",
+}
 _REQUIRED = {
     "version",
     "runtimes",

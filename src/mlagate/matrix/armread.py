@@ -95,7 +95,12 @@ def _patches(r: Reader, m: dict[str, Node], key: str, base: Path) -> tuple[Path,
     for i, p in enumerate(r.str_list(m.get("patches"), f"{key}.patches")):
         pp = (base / p).resolve()
         if not pp.is_file():
-            raise r.fail(m["patches"].value[i], f"{key}.patches[{i}]", f"no such patch file: {p}")
+            raise r.fail(
+                m["patches"].value[i],
+                f"{key}.patches[{i}]",
+                f"no such patch file: {pp} (patch paths resolve beside the matrix file: a copied "
+                "matrix needs its patches/ folder beside it)",
+            )
         patches.append(pp)
     return tuple(patches)
 

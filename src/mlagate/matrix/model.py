@@ -127,6 +127,7 @@ class Module:
     deep: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({})
     )  # config keys of a whole model of two or more layers
+    ops: tuple[str, ...] = ()  # MLX operations its tiny model runs that a backend limit names
 
     def attention_for(self, arm: str) -> str:
         return self.overrides.get(arm, {}).get("attention", self.attention)
@@ -190,6 +191,19 @@ class Expectation:
             and self.geometry in (None, geometry)
             and self.backend in (None, backend)
         )
+
+
+@dataclass(frozen=True)
+class BackendLimit:
+    """What an MLX backend cannot run: an operation at a dtype. Every case on that backend that
+    runs the dtype, of a module whose `ops` name the operation, is skipped with the reason,
+    whatever its arm (mlagate.expectations)."""
+
+    backend: str
+    dtype: str
+    op: str
+    reason: str
+    link: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,6 +279,7 @@ class Matrix:
     allowlist: tuple[Allow, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     equivalent_mutants: tuple[EquivalentMutant, ...] = ()  # mlagate mutate: argued, never run
+    backend_limits: tuple[BackendLimit, ...] = ()  # what a backend cannot run (skips)
 
     def arms_for(self, module: Module) -> list[Arm]:
         chosen = module.arms if module.arms is not None else tuple(self.arms)

@@ -124,6 +124,7 @@ _MODULE_KEYS = {
     "overrides",
     "notes",
     "deep",
+    "ops",
 }
 _MODULE_REQUIRED = {"runtime", "import", "attention", "model", "args", "geometries"}
 
@@ -166,8 +167,18 @@ def read_modules(
             overrides,
             r.opt(m, "notes", key, str, default=""),
             deep,
+            _ops(r, m.get("ops"), f"{key}.ops"),
         )
     return modules
+
+
+def _ops(r: Reader, node: Node | None, key: str) -> tuple[str, ...]:
+    """A module's `ops`: names of MLX operations (backend_limits names each one)."""
+    ops = r.str_list(node, key)
+    for i, op in enumerate(ops):
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", op):
+            raise r.fail(node.value[i], f"{key}[{i}]", f"expected an MLX op name, got {op!r}")
+    return ops
 
 
 def _import_path(r: Reader, m: dict[str, Node], key: str, runtime: Runtime) -> str:

@@ -176,6 +176,7 @@ def merge(
         (_with_attempts(r, earlier.get(key, [])) for key, (r, _) in chosen.items()),
         key=lambda r: (r["suite"], r["module"], r["arm"], r["case_id"]),
     )
+    outcomes.mark_as_baseline(rows)
     counts = {v: 0 for v in results.VERDICTS}
     for r in rows:
         counts[r["verdict"]] += 1

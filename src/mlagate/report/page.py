@@ -35,6 +35,7 @@ VERDICT_SYMBOL = {
     # how a case looks by its outcome: an expected failure is not a regression
     "expected": "\u2298",
     "regression": "\u2717",
+    "not-fixed": "\u2717",
     "lost-control": "!",
     "fixed": "!",
     "changed-failure": "\u2260",
@@ -48,6 +49,7 @@ VERDICT_WORD = {
     "argued": "argued-not-measured",
     "expected": "expected fail",
     "regression": "regression",
+    "not-fixed": "not fixed (fails as its baseline arm does)",
     "lost-control": "lost control",
     "fixed": "fixed (a known finding passes)",
     "changed-failure": "changed failure (another kind than the expected one)",
@@ -56,7 +58,9 @@ VERDICT_WORD = {
 }
 # the page leads with red outcomes, then what could not be measured, then expected failures
 LOOK_ORDER = {
-    **dict.fromkeys(("regression", "changed-failure", "flaky", "lost-control", "fixed"), 0),
+    **dict.fromkeys(
+        ("regression", "not-fixed", "changed-failure", "flaky", "lost-control", "fixed"), 0
+    ),
     "invalid": 1,
     **dict.fromkeys(("expected", "flaky-allowed"), 2),
 }
