@@ -249,6 +249,14 @@ def _manifest(change):
     return build
 
 
+def _manifest_special(make):
+    def build(d: Path) -> None:
+        folder = run_folder(d, with_manifest=False)
+        make(folder / "manifest.json")
+
+    return build
+
+
 def _fifo_tgz(d: Path) -> None:
     (d / "outside").mkdir()
     fifo(d / "run.tgz")
@@ -377,6 +385,28 @@ def document_cases(n: int, seed: int = 27) -> list[Case]:
                 ("run", "cache"),
             )
         )
+    for name, make in [
+        ("a FIFO", fifo),
+        ("a link to /dev/zero", lambda p: link(p, "/dev/zero")),
+        ("a folder", lambda p: p.mkdir(parents=True)),
+        ("a link loop", lambda p: link(p, p)),
+    ]:
+        for verb, argv in [
+            ("merge", merge_argv),
+            ("resume", ["run", "--matrix", str(FAKE), "--resume", "{d}/run"]),
+        ]:
+            owned = merge_owned if verb == "merge" else ("run", "cache")
+            pool.append(
+                Case(
+                    "documents",
+                    f"{verb}: manifest {name}",
+                    argv,
+                    _manifest_special(make),
+                    True,
+                    (2,),
+                    owned,
+                )
+            )
     for name, argv in [
         ("report", ["report", "{d}/run.tgz", "--out", "{d}/out"]),
         ("compare", ["compare", "{d}/run.tgz", "{d}/run.tgz"]),
