@@ -347,6 +347,10 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
         ("head_run an int", {"head_run": 3}),
         ("machines an int", {"machines": 4}),
         ("outcomes a list", {"outcomes": [1]}),
+        (
+            "a result's metrics malformed",
+            {"results": [result(suite="marginal_cost", metrics={"l1_median_s": {"abc": 0.1}})]},
+        ),
     ]:
         doc = {**merged, "results": [result()], **change}
         pool.append(

@@ -1,9 +1,10 @@
-"""Documents typed at depth (issue 37): merged documents are typed in every part a page renders,
-folders that cannot be read and manifests that are not regular files are refused in one line
-(exit 2), never a traceback."""
+"""Documents typed at depth (issue 37): a result's metrics are read against its suite's contract by
+every verb, merged documents are typed in every part a page renders, folders that cannot be read
+and manifests that are not regular files are refused in one line (exit 2), never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -12,16 +13,31 @@ from pathlib import Path
 
 import pytest
 
+from mlagate import metrics, suites
+
 from . import input_corpora, input_fuzz
 
 # each example issue 37 reproduced at 3e1e071, by (corpus, case name)
 EXAMPLES = [
+    *(
+        ("documents", f"{verb}: {name}")
+        for verb in ("merge", "report", "compare", "costs")
+        for name in (
+            "marginal_cost metrics: a cache length 'abc'",
+            "marginal_cost metrics: a list where a table belongs",
+        )
+    ),
+    ("documents", "report: equivalence metrics: a list where a table belongs"),
+    ("documents", "compare: crossover metrics: a width 'wide'"),
+    ("documents", "report: marginal_cost metrics well typed"),
+    ("documents", "report: marginal_cost metrics of another version"),
     *(("documents", f"merge: manifest {name}") for name in ("a FIFO", "a link to /dev/zero")),
     ("documents", "merge: manifest a folder"),
     ("documents", "resume: manifest a folder"),
     ("history", "--rerender: a folder whose merged.json mutation lacks mutants"),
     ("history", "--rerender: a folder whose merged.json gaps.missing an int"),
     ("history", "--rerender: a folder whose merged.json head_run an int"),
+    ("history", "--rerender: a folder whose merged.json a result's metrics malformed"),
 ]
 
 
@@ -43,6 +59,9 @@ def test_every_example_of_the_issue_is_a_one_line_refusal_or_a_skip(tmp_path):
     problems = [f"{v.case.name}: {v.problems[0]}" for v in verdicts if v.problems]
     assert not problems, "\n".join(problems)
     by_name = {v.case.name: v for v in verdicts}
+    refusal = by_name["report: marginal_cost metrics: a cache length 'abc'"].stderr
+    assert "r0.json: metrics.marginal.L=2.per_T: 'abc' does not match" in refusal, refusal
+    assert "suite marginal_cost's metrics schema, version 2" in refusal
     listed = by_name["merge: manifest a FIFO"].stderr
     assert "manifest.json: not a regular file" in listed, listed
 
@@ -94,3 +113,90 @@ def test_a_folder_that_cannot_be_read_is_one_line(verb, where):
     finally:
         os.chmod(root / where, 0o755)
         shutil.rmtree(root)
+
+
+# --- the loader, on any suite's contract -----------------------------------------------------
+
+
+def _suite(tmp_path: Path, version: int = 3) -> Path:
+    """A suite kept beside a matrix, with a metrics schema of its own."""
+    body = tmp_path / "test_serving.py"
+    body.write_text("def test_serving(mla):\n    pass\n")
+    (tmp_path / "serving.suite.yaml").write_text(
+        "schema: mlagate.suite/1\nkind: correctness\nfailure_kinds: [runtime_raised]\n"
+        "gates: {}\n"
+        f"metrics:\n  version: {version}\n  schema:\n    type: object\n    properties:\n"
+        "      rows:\n        type: object\n        propertyNames: {pattern: '^batch=[0-9]+$'}\n"
+        "        additionalProperties: {type: number}\n"
+    )
+    return body
+
+
+def _row(**change) -> dict:
+    row = input_fuzz.result(suite="serving", metrics={"rows": {"batch=3": 0.5}})
+    row.update(change)
+    return row
+
+
+def test_the_loader_checks_any_suite_contract_it_is_given(tmp_path):
+    body = _suite(tmp_path)
+    known = {"serving": body}
+    assert metrics.check(_row(), "r.json", known)["metrics"] == {"rows": {"batch=3": 0.5}}
+    with pytest.raises(metrics.MetricsError) as bad:
+        metrics.check(_row(metrics={"rows": {"batch=x": 0.5}}), "r.json", known)
+    assert str(bad.value).startswith("r.json: metrics.rows: 'batch=x' does not match")
+    assert str(bad.value).endswith("(suite serving's metrics schema, version 3)")
+    with pytest.raises(metrics.MetricsError, match=r"r.json: metrics.rows: \[1\] is not of type"):
+        metrics.check(_row(metrics={"rows": [1]}), "r.json", known)
+    # without the contract there is nothing to check against; so it goes for a shipped-only reader
+    assert metrics.check(_row(metrics={"rows": [1]}), "r.json") is not None
+
+
+def test_a_result_of_another_metrics_version_is_kept_but_gives_no_figures(tmp_path):
+    body = _suite(tmp_path)
+    old = _row(metrics_version=2, metrics={"rows": [1]})
+    assert metrics.check(old, "r.json", {"serving": body}) is old
+    d = suites.load(body)
+    assert not d.typed(old) and d.typed(_row(metrics_version=3)) and d.typed(_row())
+
+
+def test_results_written_by_the_harness_carry_their_metrics_version(tmp_path):
+    from mlagate import results
+
+    case = {
+        "id": "serving::m::a::g::float32::cpu",
+        "suite": "serving",
+        "module": "m",
+        "arm": "a",
+        "geometry": "g",
+        "dtype": "float32",
+        "backend": "cpu",
+        "profile": "quick",
+        "runner": "r",
+    }
+    result = results.Result(case=case, verdict="pass", metrics_version=3)
+    path = results.write(result, tmp_path, "r0")
+    assert json.loads(path.read_text())["metrics_version"] == 3
+    assert results.read(path)["metrics_version"] == 3
+    assert (
+        metrics.version("marginal_cost")
+        == suites.load(metrics._shipped()["marginal_cost"]).metrics_version
+    )
+
+
+def test_the_live_progress_refuses_a_result_whose_metrics_break_its_contract(tmp_path, capsys):
+    from mlagate.gate import progress
+
+    good = input_fuzz.result(case_id="a", suite="marginal_cost", metrics={"l1_median_s": {"64": 1}})
+    bad = input_fuzz.result(case_id="b", suite="marginal_cost", metrics={"l1_median_s": [1]})
+    follower = progress.Follower(tmp_path, {"a", "b"})
+    input_fuzz.write(tmp_path / "results" / "a.json", good)
+    input_fuzz.write(tmp_path / "results" / "b.json", bad)
+    state = progress.State(total=2, estimates={}, parallel={})
+    assert [r["case_id"] for r in follower.poll(state)] == ["a"]
+    follower.poll(state)  # said once
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"mlagate: error: {tmp_path / 'results' / 'b.json'}: metrics.l1_median_s: [1] is not of "
+        "type 'object' (suite marginal_cost's metrics schema, version 2)"
+    ]

@@ -12,7 +12,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from mlagate import documents, outcomes, results, safefiles
+from mlagate import documents, metrics, outcomes, results, safefiles
 
 MERGED_SCHEMA = "mlagate.merged/1"
 
@@ -23,7 +23,7 @@ class ReportError(ValueError):
 
 def _check(data, where: str) -> dict:
     try:
-        return documents.validate(data, "result", where)
+        return metrics.check(documents.validate(data, "result", where), where)
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
 
