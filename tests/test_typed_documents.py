@@ -200,3 +200,47 @@ def test_the_live_progress_refuses_a_result_whose_metrics_break_its_contract(tmp
         f"mlagate: error: {tmp_path / 'results' / 'b.json'}: metrics.l1_median_s: [1] is not of "
         "type 'object' (suite marginal_cost's metrics schema, version 2)"
     ]
+
+
+@pytest.mark.parametrize("good", [True, False])
+def test_report_checks_a_suite_kept_beside_its_matrix(tmp_path, good):
+    from mlagate.report import build
+    from mlagate.report.merged import ReportError
+
+    body = _suite(tmp_path)
+    row = _row() if good else _row(metrics={"rows": {"batch=x": 0.5}})
+    folder = input_fuzz.run_folder(tmp_path, rows=[row])
+    input_fuzz.write(
+        folder / "merged.json",
+        {
+            "schema": "mlagate.merged/1",
+            "commit": "c0",
+            "counts": {},
+            "results": [],
+            "suites": {"serving": {"kind": "correctness", "file": str(body)}},
+        },
+    )
+    if good:
+        assert build.build([folder], tmp_path / "out").merged["counts"]["pass"] == 1
+    else:
+        with pytest.raises(ReportError, match=r"case .*: metrics.rows: 'batch=x' does not match"):
+            build.build([folder], tmp_path / "out")
+
+
+def test_only_a_result_that_ran_to_its_end_is_held_to_the_schema(tmp_path):
+    known = {"serving": _suite(tmp_path)}
+    partial = {"metrics": {"rows": [1]}}
+    raised = {"kind": "runtime_raised", "kinds": ["runtime_raised"], "details": {}}
+    judged = {"kind": "wrong_path", "kinds": ["wrong_path"], "details": {}}
+    for kept in (
+        _row(verdict="argued", **partial),
+        _row(verdict="invalid", **partial),
+        _row(verdict="fail", failure=raised, **partial),
+    ):
+        assert metrics.check(kept, "r.json", known) is kept
+    for refused in (
+        _row(verdict="pass", **partial),
+        _row(verdict="fail", failure=judged, **partial),
+    ):
+        with pytest.raises(metrics.MetricsError):
+            metrics.check(refused, "r.json", known)

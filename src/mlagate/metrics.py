@@ -1,7 +1,10 @@
 """A result's metrics read as typed data: checked against the metrics schema of its suite's
 contract (`metrics: version + schema` in suites/<kind>/<name>.suite.yaml) by every reader of
 results, so a malformed table (a cache length "abc", a list where a table belongs) is refused in
-one line naming the file and the key instead of giving no plots and no change.
+one line naming the file and the key instead of giving no plots and no change. Only a result
+whose test body ran to its end (a pass, or a fail the suite judged) is checked: the metrics of an
+argued, invalid or raised case are partial by nature (and give no figures unless they meet the
+schema).
 
 A result names the version of its suite's metrics it was written under (`metrics_version`); one
 written under another version than the contract's is not checked against it (and gives no key
@@ -47,9 +50,22 @@ def contract(suite: str, known: Known | None = None) -> suites.Descriptor | None
         return None
 
 
+def ran_to_its_end(row: dict) -> bool:
+    """Whether the suite's test body wrote all its metrics: a pass, or a fail it judged. An
+    argued row ran nothing, an invalid one stopped where the harness could not measure, and an
+    exception of the runtime (`runtime_raised`) stopped the body where it was raised."""
+    if row.get("verdict") == "pass":
+        return True
+    failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
+    return row.get("verdict") == "fail" and "runtime_raised" not in (failure.get("kinds") or [])
+
+
 def check(row: dict, where: str, known: Known | None = None) -> dict:
-    """row, when its metrics meet its suite's metrics schema; MetricsError else."""
+    """row, when it did not run to its end or its metrics meet its suite's metrics schema;
+    MetricsError else."""
     suite = row.get("suite")
+    if not ran_to_its_end(row):
+        return row
     d = contract(suite, known) if isinstance(suite, str) else None
     if d is None or row.get("metrics_version", d.metrics_version) != d.metrics_version:
         return row
