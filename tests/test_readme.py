@@ -59,3 +59,22 @@ def test_a_broken_link_or_anchor_is_found(tmp_path, monkeypatch):
         "README.md: docs/b.md: no such file",
         "README.md: docs/a.md#exit: no such heading",
     ]
+
+
+WORDS = (
+    "runtime arm module geometry case suite contract worker probe sample run verdict outcome "
+    "evidence gate plan result expectation control"
+).split()
+
+
+def missing_words(glossary: str) -> list[str]:
+    """The words of the vocabulary the glossary defines neither as an entry nor in its table."""
+    return [w for w in WORDS if f"- **{w}**" not in glossary and f"\n| {w} |" not in glossary]
+
+
+def test_the_glossary_defines_every_word_of_the_vocabulary():
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    assert missing_words(glossary) == []
+    assert missing_words(glossary.replace("- **probe**", "- probe")) == ["probe"]
+    for word in ("plan", "gate", "run", "contract"):  # overloaded today: one meaning kept
+        assert f"\n| {word} |" in glossary, f"docs/glossary.md: no row for {word!r}"
