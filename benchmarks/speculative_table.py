@@ -36,10 +36,10 @@ def tables(rows: list[dict], draft: str = "all") -> str:
             f"{first['backend']}, {first['fingerprint'].get('device', '?')})\n"
         )
         out.append(
-            "| arm | P | draft | plain tok/s | spec tok/s | ratio | verify ms (path) | acceptance "
-            "| verdict |"
+            "| arm | P | draft | plain tok/s | spec tok/s | ratio | verify ms (path) | decode ms "
+            "| acceptance | verdict |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in mine:
             for row in r["metrics"]["rows"]:
                 if draft != "all" and row["draft"] != draft:
@@ -52,13 +52,15 @@ def tables(rows: list[dict], draft: str = "all") -> str:
                 out.append(
                     f"| {r['arm']} | {row['context']} | {row['draft']} | {row['plain_tok_s']:.1f} "
                     f"| {row['spec_tok_s']:.1f} | {row['ratio']:.2f} | "
-                    f"{row['verify_ms']:.2f} ({row['verify_path']}) | {acc} | {row['verdict']} |"
+                    f"{row['verify_ms']:.2f} ({row['verify_path']}) | "
+                    f"{row.get('decode_ms', float('nan')):.2f} | {acc} | {row['verdict']} |"
                 )
         gates = "; ".join(
             f"{r['arm']}: {r['verdict']}"
             + (
-                f" (ratio retained {r['metrics']['gate']['ratio_retained']:.2f})"
-                if r["metrics"].get("gate")
+                f" (verify growth {g['verify_growth']:.2f}, interval {g['interval'][0]:.2f}-"
+                f"{g['interval'][1]:.2f}; ratio retained {g['ratio_retained']:.2f})"
+                if (g := r["metrics"].get("gate")) and "verify_growth" in g
                 else ""
             )
             for r in mine

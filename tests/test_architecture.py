@@ -1,6 +1,8 @@
 """The tree shows the three processes: import-linter (.importlinter, run by `tox -e lint`) keeps
-the worker package free of the rest of mlagate and third-party packages, and sibling modules
-free of import cycles. Planting a forbidden import in the worker package breaks the contract."""
+the worker package free of the rest of mlagate and third-party packages (an allow-list:
+the standard library, MLX, mlagate.worker and the guard model), the guard model on the standard
+library, and sibling modules free of import cycles. Planting an import outside the allow-list
+breaks the contract, whether the imported module is old or new."""
 
 import os
 import shutil
@@ -14,7 +16,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}  # ROOT: tools/
     return subprocess.run(
         [str(LINT), "--config", str(ROOT / ".importlinter"), "--no-cache"],
         capture_output=True,
@@ -28,21 +30,42 @@ def _lint(src: Path) -> subprocess.CompletedProcess:
 def test_the_architecture_contracts_hold():
     proc = _lint(ROOT / "src")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "Contracts: 3 kept, 0 broken." in proc.stdout
+    assert "Contracts: 4 kept, 0 broken." in proc.stdout
 
 
-def test_a_forbidden_import_in_the_worker_package_breaks_the_contract(tmp_path):
+def _copy(tmp_path: Path) -> Path:
     shutil.copytree(
         ROOT / "src" / "mlagate", tmp_path / "mlagate", ignore=shutil.ignore_patterns("__pycache__")
     )
-    probes = tmp_path / "mlagate" / "worker" / "probes.py"
-    probes.write_text(
-        probes.read_text()
-        + "\nfrom mlagate import matrix  # planted: the worker must not read the matrix\n"
-    )
+    return tmp_path / "mlagate"
+
+
+def _plant(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + f"\n{line}  # planted\n")
+
+
+def test_a_forbidden_import_in_the_worker_package_breaks_the_contract(tmp_path):
+    pkg = _copy(tmp_path)
+    _plant(pkg / "worker" / "probes.py", "from mlagate import matrix")
+    (pkg / "newmodule.py").write_text("X = 1\n")  # listed nowhere: still refused
+    _plant(pkg / "worker" / "building.py", "from mlagate import newmodule")
+    _plant(pkg / "worker" / "tracing.py", "import yaml")
     proc = _lint(tmp_path)
     assert proc.returncode != 0
-    assert "mlagate.worker.probes -> mlagate.matrix" in proc.stdout, proc.stdout[-3000:]
+    for link in (
+        "mlagate.worker.probes -> mlagate.matrix",
+        "mlagate.worker.building -> mlagate.newmodule",
+        "mlagate.worker.tracing -> yaml",
+    ):
+        assert link in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_guard_model_imports_only_the_standard_library(tmp_path):
+    pkg = _copy(tmp_path)
+    _plant(pkg / "guardmodel.py", "import mlx.core")
+    proc = _lint(tmp_path)
+    assert proc.returncode != 0
+    assert "mlagate.guardmodel -> mlx" in proc.stdout, proc.stdout[-3000:]
 
 
 SIZES = ROOT / "tools" / "sizes.py"

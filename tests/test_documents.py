@@ -220,7 +220,6 @@ NOT_DOCUMENTS = {
     "gate/outdir.py": "the output folder's lock file (who holds it, for the refusal's text)",
     "harness/events.py": "the case each worker runs now (live, rewritten as it goes)",
     "harness/supervisor.py": "the worker protocol's lines",
-    "harness/context.py": "--mlagate-cases: a list of case ids mlagate run passes to pytest",
     "results.py": "the health record mlagate run passes in the environment",
     "mutate/run.py": "a copy of a dict; the parent verdict cache (rebuilt when unreadable)",
     "worker/activation.py": "the activation spec in the environment",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mlagate import lifeline, matrix
 from mlagate.gate import run as execute
+from mlagate.gate.request import RunRequest
 from mlagate.plan import Selection
 
 
@@ -113,13 +114,15 @@ def test_a_run_counts_only_its_own_results(fake_matrix, fake_cache, tmp_path):
     writer = subprocess.Popen(stray)  # an older run still writing into this folder
     try:
         outcome = execute.run(
-            m,
-            Selection(modules=("fake/good",)),
-            "quick",
-            "cpu",
-            next(iter(m.runners)),
-            out,
-            cache=fake_cache,
+            RunRequest(
+                m,
+                Selection(modules=("fake/good",)),
+                "quick",
+                "cpu",
+                next(iter(m.runners)),
+                out,
+                cache=fake_cache,
+            )
         )
     finally:
         writer.kill()

@@ -320,6 +320,7 @@ def test_every_verb_maps_interrupt_bad_input_and_refusal_to_one_table(verb, monk
         "report": ["x"],
         "mutate": ["--arm", "a"],
         "discover": ["x"],
+        "calibrate": ["x", "--runner", "r"],
     }[verb]
     module = importlib.import_module(cli.VERBS[verb])
     for raised, code in (
@@ -354,6 +355,7 @@ def test_every_verb_maps_interrupt_bad_input_and_refusal_to_one_table(verb, monk
         ["report", "{nowhere}", "--out", "{tmp}/r"],
         ["mutate", "--matrix", "{nowhere}/m.yaml", "--arm", "a"],
         ["discover", "{nowhere}"],
+        ["calibrate", "{nowhere}", "--runner", "linux-cpu", "--out", "{tmp}/c"],
     ],
 )
 def test_every_verb_exits_2_on_bad_input_in_one_line(argv, tmp_path, capsys):

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from . import runplans
 from .conftest import FIXTURES, ROOT
 
 MATRIX = FIXTURES / "fake-perf.yaml"
@@ -163,6 +164,7 @@ def test_every_timed_row_carries_its_path_proof(perf):
 def test_performance_suites_refuse_xdist(perf, tmp_path):
     _, _, cache = perf
     out = tmp_path / "out"
+    plan = runplans.write(MATRIX, out, cache, suites=("l1_parity",), modules=("fake/good",))
     proc = subprocess.run(
         [
             sys.executable,
@@ -174,14 +176,7 @@ def test_performance_suites_refuse_xdist(perf, tmp_path):
             "-p",
             "no:cacheprovider",
             str(ROOT / "suites" / "performance" / "test_l1_parity.py"),
-            "--mlagate-matrix",
-            str(MATRIX),
-            "--mlagate-out",
-            str(out),
-            "--mlagate-cache",
-            str(cache),
-            "--mlagate-module",
-            "fake/good",
+            *runplans.options(plan, out, cache),
         ],
         capture_output=True,
         text=True,

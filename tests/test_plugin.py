@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from . import runplans
 from .conftest import FIXTURES
 
 SUITE = """
@@ -32,16 +33,16 @@ def suite_dir(pytester, tmp_path):
     return pytester
 
 
+def _options(suite_dir, tmp_path) -> list[str]:
+    """The run plan of the probes suite over the fake matrix, as mlagate run writes it."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    plan = runplans.write(suite_dir.path / "matrix.yaml", out, cache, suites=("probes",))
+    return runplans.options(plan, out, cache)
+
+
 def test_outcomes_map_to_verdicts_and_results_are_written(suite_dir, tmp_path):
     out = tmp_path / "out"
-    result = suite_dir.runpytest_subprocess(
-        "--mlagate-matrix",
-        "matrix.yaml",
-        "--mlagate-out",
-        str(out),
-        "--mlagate-cache",
-        str(tmp_path / "cache"),
-    )
+    result = suite_dir.runpytest_subprocess(*_options(suite_dir, tmp_path))
     result.assert_outcomes(passed=5, failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         ["*mlagate verdicts*", "*5 passed, 1 failed, 1 invalid, 1 argued-not-measured*"]
@@ -63,22 +64,22 @@ def test_outcomes_map_to_verdicts_and_results_are_written(suite_dir, tmp_path):
 
 def test_under_xdist_every_case_is_written_once(suite_dir, tmp_path):
     out = tmp_path / "out"
-    result = suite_dir.runpytest_subprocess(
-        "-n",
-        "2",
-        "--mlagate-matrix",
-        "matrix.yaml",
-        "--mlagate-out",
-        str(out),
-        "--mlagate-cache",
-        str(tmp_path / "cache"),
-    )
+    result = suite_dir.runpytest_subprocess("-n", "2", *_options(suite_dir, tmp_path))
     result.assert_outcomes(passed=5, failed=1, skipped=2)
     assert len(list((out / "results").glob("*.json"))) == 8
 
 
-def test_a_bad_matrix_is_a_usage_error(suite_dir, tmp_path):
-    (suite_dir.path / "matrix.yaml").write_text("version: 1\n")
-    result = suite_dir.runpytest_subprocess("--mlagate-matrix", "matrix.yaml")
+def test_a_damaged_run_plan_is_a_usage_error_naming_it(suite_dir, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schema": "mlagate.run-plan/1"}))
+    result = suite_dir.runpytest_subprocess("--mlagate-plan", str(plan))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*matrix.yaml:1: <root>.arms: required key is missing*"])
+    result.stderr.fnmatch_lines([f"*{plan}: *missing key 'matrix'*"])
+
+
+def test_a_suite_without_a_run_plan_runs_nothing(suite_dir, tmp_path):
+    """The harness reads only the plan: no matrix of its own, no case expanded here."""
+    result = suite_dir.runpytest_subprocess("--mlagate-out", str(tmp_path / "out"))
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*--mlagate-plan: no run plan given*"])
+    assert not (tmp_path / "out" / "results").exists()

@@ -94,3 +94,22 @@ def test_a_computed_threshold_in_rust_is_clean(tmp_path, run_cli):
             "path": "src/models/deepseek_v3.rs",
         }
     ]
+
+
+def test_a_query_length_read_through_any_shape_accessor_is_one(tmp_path):
+    """`let shape = <crate>::array_shape(x); let l = shape[1];` (a runtime's own free accessor)
+    then `if l == 1 { ... embed_q ... } else { ... forward_no_transpose(&latent) ... }` is
+    MLA001 at the `if l == 1` line; so are `x.dims3()?`, `x.shape().to_vec()` and
+    `ops::shape(&x)[1]`. The same accessors on the cached latent, or axis 0, are not."""
+    from mlagate.scan import guards as scanner
+
+    def rules(name):
+        path = FIXTURES / "guards" / name
+        return [(f.rule, f.line) for f in scanner.scan([path]).findings]
+
+    path = FIXTURES / "guards" / "pos_rust_free_shape.rs"
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if "if l == 1 {" in line)
+    assert rules("pos_rust_free_shape.rs") == [("MLA001", at)]
+    assert rules("pos_rust_shape_forms.rs") == [("MLA001", 7), ("MLA001", 12), ("MLA001", 16)]
+    assert rules("neg_rust_free_shape_other.rs") == []

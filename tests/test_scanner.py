@@ -1,4 +1,5 @@
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,72 @@ def test_real_arms(arm, absorbed, pooling, run_cli, real_cache):
             if g["path"].endswith("deepseek_v32.py") and g["line"] == 217
         ]
         assert topk and topk[0]["allowed"].startswith("top-k sparse gather")
+
+
+def test_a_cache_length_floor_in_a_helper_is_a_finding_in_its_file_or_another(tmp_path):
+    """The class hands `latent_length(kv_latent)` to a helper whose `if` on that parameter
+    returns a constant: MLA008 at the helper's `if`, whether the helper lives beside the class
+    or in another file of the package (a relative import)."""
+    assert _rules("pos_cache_floor_helper.py") == [("MLA008", 14)]
+    assert _rules("neg_helper_floor_not_cache.py") == []
+    text = (FIXTURES / "guards" / "pos_cache_floor_helper.py").read_text()
+    head, _, cls = text.partition("\n\nclass ")
+    pkg = tmp_path / "rt" / "models"
+    pkg.mkdir(parents=True)
+    for folder in (tmp_path / "rt", pkg):
+        (folder / "__init__.py").write_text("")
+    (pkg / "mla.py").write_text(head.partition("import mlx.nn as nn\n")[2])
+    imports = "import mlx.core as mx\nimport mlx.nn as nn\n\n"
+    relative = "from .mla import absorbs, latent_length\n\n\nclass " + cls
+    (pkg / "deepseek_v3.py").write_text(imports + relative)
+    report = scanner.scan([tmp_path / "rt"])
+    floors = [(f.rule, f.path, f.line) for f in report.findings if f.rule == "MLA008"]
+    assert floors == [("MLA008", "models/mla.py", 11)]
+    # the same helper without the floor: nothing
+    (pkg / "mla.py").write_text(
+        (pkg / "mla.py").read_text().replace("if cache_len < MIN_CACHE_LENGTH:", "if False:")
+    )
+    assert [f.rule for f in scanner.scan([tmp_path / "rt"]).findings if f.rule == "MLA008"] == []
+
+
+def test_an_unregistered_file_that_cannot_import_where_it_lies_is_told_to_be_an_overlay(tmp_path):
+    """A patched copy of a runtime's module kept outside the runtime (its relative imports find
+    nothing beside it) runs only copied over that module: MLA004 says so, and its fix is an
+    `overlay:` arm, not a `modules:` entry that could not import it."""
+    (tmp_path / "deepseek_v3.py").write_text(
+        (FIXTURES / "guards" / "pos_cache_floor.py").read_text()
+    )
+    (finding,) = [
+        f for f in scanner.scan([tmp_path], registered=set()).findings if f.rule == "MLA004"
+    ]
+    assert (
+        "cannot be imported where it lies (`from .mla` finds nothing beside it)" in finding.message
+    )
+    assert "`overlay:` arm" in finding.suggestion
+    assert not finding.suggestion.startswith("register the module")
+    (tmp_path / "mla.py").write_text("def use_absorbed(L, dims, T):\n    return True\n")
+    (finding,) = [
+        f for f in scanner.scan([tmp_path], registered=set()).findings if f.rule == "MLA004"
+    ]
+    assert finding.message.endswith("is an MLA module the matrix does not register")
+    assert finding.suggestion.startswith("register the module in the matrix")
+
+
+@pytest.mark.arms
+def test_a_floor_planted_in_the_patched_arms_use_absorbed_is_mla008(tmp_path, real_cache):
+    """The shipped fix's own helper (mlx_lm/models/mla.py, imported by nine model files with
+    `latent_length(kv_latent)`): clean as shipped, MLA008 at the planted floor."""
+    from tests.vendored import stock_site
+
+    site = stock_site(real_cache, "mlx-lm-0.32.2-patched")
+    tree = tmp_path / "mlx_lm"
+    shutil.copytree(site / "mlx_lm", tree, ignore=shutil.ignore_patterns("__pycache__"))
+    mla = tree / "models" / "mla.py"
+    assert not [f for f in scanner.scan([tree]).findings if f.rule == "MLA008"]
+    text = mla.read_text()
+    anchor = "    if cache_len is None:\n        return L * (2 * r - d) < r * d\n"
+    assert anchor in text
+    floor = "    if cache_len < 1024:\n        return False\n"
+    mla.write_text(text.replace(anchor, anchor + floor))
+    floors = [(f.path, f.guard) for f in scanner.scan([tree]).findings if f.rule == "MLA008"]
+    assert floors == [("models/mla.py", "cache_len < 1024")]

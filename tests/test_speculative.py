@@ -14,15 +14,18 @@ import pytest
 
 from mlagate.worker.speculation import AbsentImporter, _flag_rounds
 
+from . import runplans
 from .conftest import FIXTURES, ROOT
 
 MATRIX = FIXTURES / "spec-defect.yaml"
 PATCH = FIXTURES / "mlx-lm-verify-defect.patch"
 
 
-def _suite(matrix, out, cache, *extra):
-    """The suite through pytest, serially, as `mlagate run` runs performance suites (no
-    plan-level discovery: the fixture matrix registers one module of the arm's many)."""
+def _suite(matrix, out, cache, arms=()):
+    """The suite through pytest, serially, as `mlagate run` runs performance suites, on the run
+    plan it would write (no refusal of unregistered modules: the fixture matrix registers one
+    module of the arm's many)."""
+    plan = runplans.write(matrix, out, cache, suites=("speculative",), arms=arms)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -40,13 +43,7 @@ def _suite(matrix, out, cache, *extra):
         "no:cacheprovider",
         "--rootdir",
         str(ROOT / "suites"),
-        "--mlagate-matrix",
-        str(matrix),
-        "--mlagate-out",
-        str(out),
-        "--mlagate-cache",
-        str(cache),
-        *extra,
+        *runplans.options(plan, out, cache),
     ]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
@@ -58,7 +55,7 @@ def _synthetic_row(tmp_path, cache, text: str, arm: str) -> dict:
     shutil.copy(PATCH, tmp_path / PATCH.name)
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", cache, "--mlagate-arm", arm)
+    _, got = _suite(matrix, tmp_path / "out", cache, arms=(arm,))
     return next(r for r in got if r["evidence"] == "synthetic")
 
 
@@ -84,6 +81,8 @@ def test_token_identity_holds_on_the_stock_arm(defect_run):
             "spec_tok_s",
             "ratio",
             "verify_ms",
+            "decode_ms",
+            "verify_per_decode",
             "draft_tokens",
             "acceptance",
             "verdict",
@@ -134,23 +133,29 @@ def test_a_divergence_below_the_tie_margin_is_undecidable_not_failed(tmp_path, r
 
 
 @pytest.mark.arms
-def test_a_stock_arm_losing_ground_with_context_fails_the_ratio_gate(tmp_path, real_cache):
-    text = (
-        MATRIX.read_text()
-        .replace("contexts: {quick: [32, 64]}", "contexts: {quick: [32, 1024]}")
-        .replace("samples: {quick: 1}", "samples: {quick: 5}")
+def test_a_stock_arm_whose_verify_step_grows_with_context_fails_the_growth_gate(
+    tmp_path, real_cache
+):
+    text = MATRIX.read_text().replace(
+        "contexts: {quick: [32, 64]}", "contexts: {quick: [32, 1024]}"
     )
-    text = text.replace("min_ratio_retained: {cpu: 0.05", "min_ratio_retained: {cpu: 0.9")
-    assert "[32, 1024]" in text and "0.9" in text
+    # the shipped bound, and the shipped last look
+    text = text.replace("max_verify_growth: {cpu: 1000,", "max_verify_growth: {cpu: 3.0,")
+    text = text.replace("max_samples: {quick: 9}", "max_samples: {quick: 63}")
+    assert "[32, 1024]" in text and "{cpu: 3.0," in text and "{quick: 63}" in text
     row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
-    assert row["verdict"] == "fail" and "loses ground with context" in row["reason"], row["reason"]
+    assert row["verdict"] == "fail", row["reason"]
+    assert "the verify step's cost grows with context" in row["reason"]
     gate = row["metrics"]["gate"]
-    assert gate["interval"][1] < 0.9, gate
+    assert gate["interval"][0] > 3.0, gate
     assert gate["from_context"] == 32 and gate["to_context"] == 1024
+    assert gate["verify_ms"][1] > gate["verify_ms"][0] and gate["ratio_retained"] is not None
+    for r in row["metrics"]["rows"]:
+        assert r["verify_path"] == "materialised" and r["decode_ms"] > 0
 
 
 @pytest.mark.arms
-def test_one_context_cannot_decide_the_ratio_gate(tmp_path):
+def test_one_context_cannot_decide_the_growth_gate(tmp_path):
     """Known before anything runs: a one-context grid is refused when the matrix is read."""
     from .conftest import cli
 
@@ -187,7 +192,7 @@ def test_a_checkpoint_on_the_runner_is_run(defect_run, tmp_path, real_cache):
     )
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(text)
-    _, got = _suite(matrix, tmp_path / "out", real_cache, "--mlagate-arm", "mlx-lm-0.32.2")
+    _, got = _suite(matrix, tmp_path / "out", real_cache, arms=("mlx-lm-0.32.2",))
     row = next(r for r in got if r["evidence"] == "checkpoint")
     assert row["verdict"] == "pass", row["reason"]
     assert row["metrics"]["checkpoints"] == {"checkpoint": made}

@@ -17,24 +17,19 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents, installing, packs
+from mlagate import armidentity, documents, installing, packs
 from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
     ArmError,
     Installed,
     apply_patch,
     install,
-    sha,
-    tree_digest,
 )
 from mlagate.matrix import Arm, Matrix, Runtime
-
-LAYOUT = 1
 
 
 @dataclass(frozen=True)
@@ -62,41 +57,8 @@ def cache_root() -> Path:
 
 
 def arm_key(arm: Arm) -> str:
-    """Content address: the source, the patches' bytes and the needs; with needs (which may be
-    compiled), also the interpreter and platform. A runtime alone is pure Python, so its
-    install serves any Python 3 on any platform, and an exported cache travels between them.
-    An overlay arm: the key of the arm it overlays and each overlaid file's bytes. What an arm
-    activates installs (activate.install) counts; its module, function and env do not (they
-    are the worker's, not the install's)."""
-    if arm.overlay is not None:
-        payload = {
-            "layout": LAYOUT,
-            "on": arm_key(arm.overlay.on),
-            "overlay": [[f.dest, sha(f.source)] for f in arm.overlay.files],
-        }
-    else:
-        payload = {
-            "layout": LAYOUT,
-            "source": [arm.source.kind, arm.source.spec, arm.source.ref],
-            "needs": sorted(arm.needs),
-        }
-        if arm.needs:
-            payload["python"] = f"{sys.version_info.major}.{sys.version_info.minor}"
-            payload["platform"] = sysconfig.get_platform()
-        if arm.source.kind == "path":
-            payload["tree"] = tree_digest(Path(arm.source.spec))
-    payload["patches"] = [sha(p) for p in arm.patches]
-    if arm.activate is not None and arm.activate.install:
-        payload["activate_install"] = [_spec_digest(s) for s in arm.activate.install]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
-
-
-def _spec_digest(spec: str) -> list[str]:
-    """A requirement as written; a local path by its name and content (not where it lies)."""
-    path = Path(spec)
-    if not path.is_absolute() or not path.exists():
-        return [spec]
-    return [path.name, tree_digest(path) if path.is_dir() else sha(path)]
+    """The arm's folder name in the cache (mlagate.armidentity.cache_key)."""
+    return armidentity.cache_key(arm)
 
 
 def materialise(arm: Arm, runtime: Runtime, root: Path | None = None) -> ArmInstall:

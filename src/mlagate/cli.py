@@ -27,6 +27,7 @@ VERBS = {
     "costs": "mlagate.commands.costs",
     "health": "mlagate.commands.health",
     "report": "mlagate.commands.report",
+    "calibrate": "mlagate.commands.calibrate",
     "mutate": "mlagate.mutate.cli",
 }
 # bad input (exit 2), by module and class: a class whose module was never imported was not raised

@@ -48,6 +48,7 @@ KINDS = {
     "compare": "mlagate.compare/1",
     "head-run": "mlagate.head-run/1",
     "stored-result": "mlagate.stored-result/1",
+    "calibration": "mlagate.calibration/1",
 }
 
 

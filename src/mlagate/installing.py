@@ -10,7 +10,6 @@ inits), so the interpreter it declares matters only where that code's syntax nee
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -22,7 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents
+from mlagate import armidentity, documents
+from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
 
 
@@ -46,18 +46,6 @@ class ArmError(RuntimeError):
 
 # pip's words for a distribution whose Requires-Python excludes this interpreter
 _OTHER_PYTHON = re.compile(r"requires? a different python", re.IGNORECASE)
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 def apply_patch(site: Path, patch: Path, ceiling: Path) -> str | None:
@@ -170,8 +158,8 @@ def install(arm: Arm, runtime: Runtime, staging: Path, key: str, on: Installed |
         "schema": documents.KINDS["arm"],
         "arm": arm.id,
         "runtime": runtime.id,
-        "source": {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref},
-        "patches": [{"name": p.name, "sha256": sha(p)} for p in arm.patches],
+        "source": armidentity.source_record(arm),
+        "patches": armidentity.patch_records(arm),
         "needs": list(arm.needs),
         **extra,
         "activate_install": list(arm.activate.install) if arm.activate else [],
@@ -238,7 +226,8 @@ def _overlay(arm: Arm, on: Installed, site: Path) -> dict:
         replaced = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f.source, target)
-        files[f.dest] = {"source": str(f.source), "sha256": sha(f.source), "replaced": replaced}
+        digest = file_sha(f.source)
+        files[f.dest] = {"source": str(f.source), "sha256": digest, "replaced": replaced}
     return {"on": on.arm_id, "on_key": on.key, "files": files}
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mlagate import documents
+from mlagate.hashing import file_sha
 
 CONTENT = "content.json"
 CONTENT_SCHEMA = "mlagate.arm-content/1"
@@ -51,14 +52,6 @@ class PackError(ValueError):
     """A pack or an installed arm that cannot be trusted; str() is one line."""
 
 
-def _hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _files(arm_dir: Path) -> Iterable[tuple[str, Path]]:
     """(relative posix name, path) of every file the manifest covers; links are refused."""
     for dirpath, dirnames, filenames in os.walk(arm_dir):
@@ -77,7 +70,7 @@ def _files(arm_dir: Path) -> Iterable[tuple[str, Path]]:
 
 
 def content(arm_dir: Path) -> dict[str, str]:
-    return {rel: _hash(path) for rel, path in _files(arm_dir)}
+    return {rel: file_sha(path) for rel, path in _files(arm_dir)}
 
 
 def write_content(arm_dir: Path) -> dict[str, str]:

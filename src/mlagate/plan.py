@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlagate import documents, expectations, packs
+from mlagate import documents, expectations, guardmodel, packs
 from mlagate.arms import ArmInstall
 from mlagate.matrix import Arm, Matrix, Module
 from mlagate.scan import guards as scanner
@@ -256,7 +256,11 @@ def write_json(cases: list[Case], path: Path) -> None:
     path.write_text(json.dumps([c.to_json() for c in cases], indent=1))
 
 
-_SCANNER_CODE = (Path(scanner.__file__), Path(scanner.__file__).with_name("analysis.py"))
+_SCANNER_CODE = (
+    Path(scanner.__file__),
+    Path(scanner.__file__).with_name("analysis.py"),
+    Path(guardmodel.__file__),
+)
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_equivalence(mla):
             if not info["guards"]:
                 give_up(
                     "unforceable: no `if` around self.embed_q/self.unembed_out in "
-                    f"{mla.module.attention_for(mla.case.arm)}",
+                    f"{info.get('searched') or mla.module.attention_for(mla.case.arm)}",
                     problems,
                 )
             ref = mla.reference(forced_key, score_scale=gates["score_scale"])

@@ -41,7 +41,7 @@ def test_probes(mla):
         check(problems)
         raise Invalid(
             "unforceable: no `if` around self.embed_q/self.unembed_out in "
-            f"{mla.module.attention_for(mla.case.arm)}"
+            f"{info.get('searched') or mla.module.attention_for(mla.case.arm)}"
         )
     forced = {}
     for path in ("absorbed", "materialised"):

@@ -29,7 +29,7 @@ def test_crossover(mla):
     if not info["guards"]:
         raise Invalid(
             "unforceable: no `if` around self.embed_q/self.unembed_out in "
-            f"{mla.module.attention_for(mla.case.arm)}"
+            f"{info.get('searched') or mla.module.attention_for(mla.case.arm)}"
         )
     mla.prime(key, T, horizon=max(widths))
     tol = mla.gates["tolerance"]

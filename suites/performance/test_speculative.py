@@ -17,15 +17,22 @@ metrics["rows"] (docs/speculative.md).
 
 Gates: greedy speculative output must be token-identical to plain decoding of the same
 model at every context and every sample (a difference fails the case; the first divergence
-and plain decoding's top-two margin there are recorded), and the self-draft's throughput
-ratio spec / plain at the longest context must keep at least `min_ratio_retained` of its
-value at the shortest (speculation must not lose ground with context).
+and plain decoding's top-two margin there are recorded), and the verify step's cost must not
+grow with context by more than `max_verify_growth` decode steps: with the verify step (one
+target step of num_draft + 1 tokens) and the decode step (one of 1 token) interleaved on the
+same primed cache, the verify growth is (verify at the longest context - verify at the
+shortest) / decode at the longest. That is the cost the fix changes: a verify step that
+absorbs adds, per token of context, at most what its num_draft + 1 queries add to a decode
+step each (so its growth stays below num_draft + 1); one that re-expands the whole cache
+grows far beyond (docs/speculative.md, "The verify-growth gate").
+Throughput and acceptance are the reported table (metrics.rows; metrics.gate.ratio_retained:
+the self draft's spec/plain throughput kept from the shortest to the longest context).
 
-The ground-kept gate is sequential: while its interval straddles the bound, plain decoding
-and the self draft take 6 more timed runs at the shortest and the longest context, up
-to `max_samples` a series, within `budget_s`; every look at look_confidence(confidence,
-looks), so stopping at the first decided look keeps the stated confidence
-(metrics.sequential: the budget, the runs used, the looks, why it stopped).
+The verify-growth gate is sequential: while its interval straddles the bound, the verify and
+decode steps take 6 more timed runs at the shortest and the longest context, up to
+`max_samples` a series, within `budget_s`; every look at look_confidence(confidence, looks),
+so stopping at the first decided look keeps the stated confidence (metrics.sequential: the
+budget, the runs used, the looks, why it stopped).
 
 The run's mechanics (settings, checkpoints, the timed runs and their path proof) are in
 mlagate.harness.speculative_run; this file holds the gates, the two judgments and the figures.
@@ -35,7 +42,7 @@ import pytest
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid, speculative_run
-from mlagate.harness.timing import sequential
+from mlagate.harness.timing import sequential, step_growth_ci
 from mlagate.worker.speculation import TOP
 
 pytestmark = pytest.mark.mla_checkpoints
@@ -51,11 +58,11 @@ def test_speculative(mla):
     _token_identity(mla, measured.mismatches)
     if measured.unproven:
         raise Invalid(measured.unproven[0])
-    retained = _sampled_until_decided(mla, cfg, measured, target, drafts)
+    growth = _sampled_until_decided(mla, cfg, measured, target, drafts)
     undecidable = _token_identity(mla, measured.mismatches)
     if measured.unproven:
         raise Invalid(measured.unproven[0])
-    _ground_kept(mla, measured, retained, undecidable)
+    _verify_growth(mla, measured, growth, undecidable)
 
 
 def _token_identity(mla, mismatches: list[dict]) -> str | None:
@@ -99,22 +106,22 @@ def _token_identity(mla, mismatches: list[dict]) -> str | None:
 
 
 def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target, drafts) -> tuple:
-    """The ground-kept gate's interval, in looks (mlagate.harness.timing.sequential): after the
-    first `samples` runs at every context, LOOK_STEP more at the shortest and the longest
-    context a look, up to `max_samples`, while it straddles the bound and the case is within
-    `budget_s`. A look whose runs break the path proof or token identity ends the looking (the
-    caller judges them). Returns (retained, lo, hi, level, shortest context, longest context)
+    """The verify-growth gate's interval, in looks (mlagate.harness.timing.sequential): after the
+    first `samples` runs at every context, LOOK_STEP more of the verify and decode steps at the
+    shortest and the longest context a look, up to `max_samples`, while it straddles the bound
+    and the case is within `budget_s`. A look whose runs break the path proof ends the looking
+    (the caller judges it). Returns (growth, lo, hi, level, shortest context, longest context)
     and records metrics.sequential."""
     gates, profile = mla.gates, mla.ctx.profile_name
-    self_rows = [row for row in measured.rows if row["draft"] == "self"]
-    if len(self_rows) < 2:
+    contexts = sorted(measured.step_times)
+    if len(contexts) < 2:
         raise Invalid(
-            "the ground-kept gate needs two context lengths or more; this case has "
-            f"{len(self_rows)}"
+            "the verify-growth gate needs two context lengths or more; this case has "
+            f"{len(contexts)}"
         )
-    lo_p, hi_p = self_rows[0]["context"], self_rows[-1]["context"]
-    bound = gates["min_ratio_retained"][mla.case.backend]
-    state = {"taken": cfg.samples, "retained": None}
+    lo_p, hi_p = contexts[0], contexts[-1]
+    bound = gates["max_verify_growth"][mla.case.backend]
+    state = {"taken": cfg.samples, "growth": None}
 
     def take(n: int) -> None:
         if n > state["taken"]:
@@ -125,15 +132,10 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
             state["taken"] = n
 
     def judge(level: float):
-        lo_t, hi_t = measured.self_times[lo_p], measured.self_times[hi_p]
-        retained = stats.retained_ci(
-            lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"], level
-        )
-        state["retained"] = (*retained, level)
-        broken = measured.unproven or any(
-            speculative_run.decisive(m, _tie_margin(mla)) for m in measured.mismatches
-        )
-        return "decided" if broken or retained[2] < bound or retained[1] >= bound else None
+        growth = step_growth_ci(measured.step_times[lo_p], measured.step_times[hi_p], level)
+        state["growth"] = (*growth, level)
+        decided = growth[1] > bound or growth[2] <= bound
+        return "decided" if measured.unproven or decided else None
 
     _, record = sequential(
         cfg.samples,
@@ -145,48 +147,63 @@ def _sampled_until_decided(mla, cfg, measured: speculative_run.Measured, target,
         judge,
     )
     mla.metric("sequential", record)
-    return (*state["retained"], lo_p, hi_p)
+    return (*state["growth"], lo_p, hi_p)
 
 
 def _tie_margin(mla) -> float:
     return mla.gates["tie_margin"][speculative_run.variant_dtype(mla)][mla.case.backend]
 
 
-def _ground_kept(mla, measured: speculative_run.Measured, retained: tuple, undecidable) -> None:
-    """The ground-kept gate: the self draft's spec/plain ratio at the longest context keeps at
-    least `min_ratio_retained` of its value at the shortest (an interval below the bound fails,
-    one straddling it is inconclusive); an undecidable token identity comes first."""
-    rows, paths = measured.rows, measured.paths
-    retained, retained_lo, retained_hi, level, lo_p, hi_p = retained
-    lo_row = next(r for r in rows if r["draft"] == "self" and r["context"] == lo_p)
-    hi_row = next(r for r in rows if r["draft"] == "self" and r["context"] == hi_p)
-    bound = mla.gates["min_ratio_retained"][mla.case.backend]
+def _retained(measured: speculative_run.Measured, lo_p: int, hi_p: int) -> float | None:
+    """The self draft's spec/plain throughput at hi_p as a share of its value at lo_p (reported,
+    not gated)."""
+    lo_t, hi_t = measured.self_times.get(lo_p), measured.self_times.get(hi_p)
+    if not lo_t or not hi_t:
+        return None
+    return stats.retained_ci(lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"])[0]
+
+
+def _verify_growth(mla, measured: speculative_run.Measured, growth: tuple, undecidable) -> None:
+    """The verify-growth gate: the verify step's growth from the shortest to the longest context,
+    in decode steps at the longest, is at most `max_verify_growth` (an interval above the bound
+    fails, one straddling it is inconclusive); an undecidable token identity comes first."""
+    growth, growth_lo, growth_hi, level, lo_p, hi_p = growth
+    bound = mla.gates["max_verify_growth"][mla.case.backend]
+    lo_t, hi_t = measured.step_times[lo_p], measured.step_times[hi_p]
+    steps = {
+        f"{label}_ms": [1e3 * stats.median(t[label]) for t in (lo_t, hi_t)]
+        for label in speculative_run.STEPS
+    }
     mla.metric(
         "gate",
         {
-            "ratio_retained": retained,
-            "interval": (retained_lo, retained_hi),
+            "verify_growth": growth,
+            "interval": (growth_lo, growth_hi),
             "confidence": level,
-            "from_context": lo_row["context"],
-            "to_context": hi_row["context"],
+            "from_context": lo_p,
+            "to_context": hi_p,
             "bound": bound,
+            **steps,
+            "ratio_retained": _retained(measured, lo_p, hi_p),
         },
     )
-    if retained_hi < bound:
+    where = (
+        f"verify {steps['verify_ms'][0]:.3g} -> {steps['verify_ms'][1]:.3g} ms, decode "
+        f"{steps['decode_ms'][0]:.3g} -> {steps['decode_ms'][1]:.3g} ms from P={lo_p} to "
+        f"P={hi_p}: the verify step grew by {growth:.2f} decode steps, interval {growth_lo:.2f}-"
+        f"{growth_hi:.2f} at {level:.1%}"
+    )
+    if growth_lo > bound:
         raise Failed(
             ["too_slow"],
-            f"speculation loses ground with context: spec/plain throughput {lo_row['ratio']:.2f} "
-            f"at P={lo_row['context']}, {hi_row['ratio']:.2f} at P={hi_row['context']} "
-            f"({retained:.2f} of it retained, interval {retained_lo:.2f}-{retained_hi:.2f}, bound "
-            f"{bound}; verify path {paths[str(hi_row['context'])]['verify']})",
-            {"ratio_retained": retained, "bound": bound},
+            f"the verify step's cost grows with context: {where}, "
+            f"above the bound {bound} (verify path {measured.paths[str(hi_p)]['verify']})",
+            {"verify_growth": growth, "bound": bound},
         )
     if undecidable:
         raise Invalid(undecidable)
-    if retained_lo < bound:
+    if growth_hi > bound:
         raise Invalid(
-            f"inconclusive: {retained:.2f} of the spec/plain throughput retained from "
-            f"P={lo_row['context']} to P={hi_row['context']}, "
-            f"interval {retained_lo:.2f}-{retained_hi:.2f} at {level:.1%} straddles the bound "
-            f"{bound} after {len(measured.self_times[lo_p]['plain'])} runs a series"
+            f"inconclusive: {where} straddles the bound {bound} after "
+            f"{len(hi_t['verify'])} runs a series"
         )

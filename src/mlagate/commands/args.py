@@ -129,18 +129,24 @@ def resolve_workers(n: int, runner) -> int:
     return min(os.cpu_count() or 1, runner.workers or os.cpu_count() or 1)
 
 
-def context(args):
-    """The matrix, backend and runner of a command (the runner's profile when none is given)."""
-    matrix = load(args.matrix or default_path())
+def context(args, matrix=None, runner=None, backend=None, profile=None):
+    """The matrix, backend, runner and profile of a command: those given here (a head run's
+    matrix, a resumed run's settings), else the command line's; the runner's profile when no
+    profile is given. The parsed arguments stay as they are."""
+    matrix = load(matrix or args.matrix or default_path())
+    if runner is None:
+        runner = getattr(args, "runner", None)
+    if backend is None:
+        backend = getattr(args, "backend", None)
     try:
-        runner, backend = backends.chosen(
-            matrix, getattr(args, "runner", None), getattr(args, "backend", None)
-        )
+        runner, backend = backends.chosen(matrix, runner, backend)
     except backends.BackendError as exc:
         raise UsageError(str(exc)) from None
-    if getattr(args, "profile", None) is None:
-        args.profile = matrix.runners[runner].profile or "quick"
-    return matrix, backend, runner
+    if profile is None:
+        profile = getattr(args, "profile", None)
+    if profile is None:
+        profile = matrix.runners[runner].profile or "quick"
+    return matrix, backend, runner, profile
 
 
 def suites(matrix, args) -> tuple[str, ...]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from mlagate import armidentity, packs
 from mlagate import arms as arms_mod
-from mlagate import packs
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.matrix import default_path, load
@@ -45,8 +44,8 @@ def _derived(arm, folder) -> None:
     """What the arm key re-derives from the matrix (the source and the patches' bytes) must be
     what the installed arm's arm.json records; PackError naming the first difference."""
     record = packs.arm_record(folder)
-    source = {"kind": arm.source.kind, "spec": arm.source.spec, "ref": arm.source.ref}
-    patches = [hashlib.sha256(p.read_bytes()).hexdigest() for p in arm.patches]
+    source = armidentity.source_record(arm)
+    patches = armidentity.patches(arm)
     if record.get("source") != source:
         raise packs.PackError(f"arm {folder.name}: arm.json records another source than {source}")
     if [p.get("sha256") for p in record.get("patches") or [] if isinstance(p, dict)] != patches:

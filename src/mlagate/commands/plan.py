@@ -95,10 +95,10 @@ def main(args) -> int:
         return github(args)
     if args.shards != 1 or args.manifest:
         raise UsageError("--shards and --manifest go with --format github")
-    matrix, backend, runner = cargs.context(args)
+    matrix, backend, runner, profile = cargs.context(args)
     selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
     outcome = planning.plan(
-        matrix, selection, args.profile, backend, runner, args.cache, trust_unchanged=True
+        matrix, selection, profile, backend, runner, args.cache, trust_unchanged=True
     )
     if args.format == "json":
         print(json.dumps([c.to_json() for c in outcome.cases], indent=1))

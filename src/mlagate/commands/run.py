@@ -11,6 +11,7 @@ from mlagate.commands import runopts
 from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
 from mlagate.gate.errors import UsageError
+from mlagate.gate.request import RunRequest, ShardSpec
 from mlagate.matrix import MatrixError, default_path
 from mlagate.plan import PlanError, Selection
 
@@ -90,15 +91,51 @@ def head(args) -> headbase.HeadBase:
         raise UsageError(
             "--head: does not go with --shard (a case runs on head and base in one run)"
         )
-    args.out = args.out or headbase.default_out(args.head)
     hb = headbase.prepare(
-        args.matrix or default_path(), args.head, args.base, args.out, args.strict
+        args.matrix or default_path(), args.head, args.base, _out(args), args.strict
     )
     modules = ", ".join(hb.modules)
     print(f"head {args.head} against base {hb.base_commit[:12]} ({hb.runtime}): {modules}")
-    args.matrix, args.module = hb.matrix, list(hb.modules)
-    args.arm = [headbase.HEAD, headbase.BASE]
     return hb
+
+
+def _out(args) -> Path:
+    """OUT: the resumed run's folder, else --out, else a head run's or a plain run's default."""
+    if args.resume is not None:
+        return args.resume
+    if args.out is not None:
+        return args.out
+    return headbase.default_out(args.head) if args.head is not None else runopts.DEFAULT_OUT
+
+
+def request(args, hb: headbase.HeadBase | None, target) -> RunRequest:
+    """The run the command line asks for, --head (hb) and --resume (target) resolved here."""
+    settings = {}
+    if target is not None:
+        m = target.manifest
+        settings = {"runner": args.runner or m["runner"], "backend": m["backend"]}
+        settings["profile"] = m["profile"]
+    matrix, backend, runner, profile = cargs.context(args, hb and hb.matrix, **settings)
+    modules, arms = (hb.modules, (headbase.HEAD, headbase.BASE)) if hb else (args.module, args.arm)
+    selection = Selection(cargs.suites(matrix, args), tuple(modules), tuple(arms))
+    selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
+    return RunRequest(
+        matrix,
+        selection,
+        profile,
+        backend,
+        runner,
+        _out(args),
+        cargs.resolve_workers(args.workers, matrix.runners[runner]),
+        args.cache,
+        aa=args.aa or bool(target and target.aa),
+        shard=ShardSpec.parse(args.shard) if args.shard is not None else None,
+        costs=shard.load_costs(args.costs) if args.costs else None,
+        cpu=args.cpu,
+        verbose=args.verbose,
+        only=tuple(target.ids) if target else None,
+        reuse=runopts.reuse_store(args),
+    )
 
 
 def _planned(summary) -> list[str]:
@@ -120,64 +157,39 @@ def _print_replays(rows) -> None:
             )
 
 
-def _execute(args, matrix, selection, backend, runner, target, spec, costs):
-    store, read, write = runopts.reuse_store(args)
-    return execute.run(
-        matrix,
-        selection,
-        args.profile,
-        backend,
-        runner,
-        args.out,
-        cargs.resolve_workers(args.workers, matrix.runners[runner]),
-        args.cache,
-        aa=args.aa or bool(target and target.aa),
-        shard_spec=spec,
-        costs=costs,
-        cpu=args.cpu,
-        verbose=args.verbose,
-        only=target.ids if target else None,
-        reuse=store,
-        reuse_mode=(read, write),
-    )
-
-
 def main(args) -> int:
     if args.head is None and args.base is None:
-        return _main(args)
+        return _main(args, None)
     hb = head(args)
     try:
-        return _main(args)
+        return _main(args, hb)
     except (MatrixError, UsageError, PlanError, ArmError) as exc:  # the user's matrix, named
         raise headbase.HeadBaseError(headbase.user_message(str(exc), hb)) from None
 
 
-def _main(args) -> int:
+def _main(args, hb: headbase.HeadBase | None) -> int:
     runopts.reuse_store(args)  # --reuse options that do not go together: before anything runs
     target = runopts.resume_target(args)
-    if args.head is None and target is None:
-        headrun.retire(args.out)  # a plain run in a head run's OUT is no head run
-    matrix, backend, runner = cargs.context(args)
-    selection = Selection(cargs.suites(matrix, args), tuple(args.module), tuple(args.arm))
-    selection.check(matrix)  # an unknown suite, module or arm: one line before anything runs
-    spec = shard.parse_spec(args.shard) if args.shard is not None else None
-    costs = shard.load_costs(args.costs) if args.costs else None
+    if hb is None and target is None:
+        headrun.retire(_out(args))  # a plain run in a head run's OUT is no head run
+    req = request(args, hb, target)
     preflight.check()
-    fitness = runopts.performance_health(args, matrix, selection, backend)
+    fitness = runopts.performance_health(args, req.matrix, req.selection, req.backend)
     with runopts.health_recorded(fitness):
-        outcome = _execute(args, matrix, selection, backend, runner, target, spec, costs)
-    judged = headrun.of(args.out, outcome.summary.rows, _planned(outcome.summary))
-    if judged is not None and (args.head is not None or target is not None):
+        outcome = execute.run(req)
+    out = req.out
+    judged = headrun.of(out, outcome.summary.rows, _planned(outcome.summary))
+    if judged is not None and (hb is not None or target is not None):
         print(headrun.table(judged))
         _print_replays(
             r for r in judged.rows if r["outcome"] not in ("as expected", headrun.FIXED_BY_CHANGE)
         )
-        record = args.out / "headbase" / headrun.RECORD
-        print(f"results: {args.out / 'results'} (head's and base's; what was compared: {record})")
+        record = out / "headbase" / headrun.RECORD
+        print(f"results: {out / 'results'} (head's and base's; what was compared: {record})")
         runopts.print_logs(outcome)
         return judged.exit_code
     print(results.table(outcome.summary))
     _print_replays(r for r in outcome.summary.rows if outcomes.outcome(r) != "as expected")
-    print(f"results: {args.out / 'results'}")
+    print(f"results: {out / 'results'}")
     runopts.print_logs(outcome)
     return outcome.exit_code

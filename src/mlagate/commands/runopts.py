@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mlagate import results
 from mlagate.commands import args as cargs
-from mlagate.gate import health, resume, reuse
+from mlagate.gate import health, request, resume, reuse
 from mlagate.gate import run as execute
 
 DEFAULT_OUT = Path("reports/latest")
@@ -60,16 +60,18 @@ def options(p: argparse.ArgumentParser) -> None:
     reuse.options(p)
 
 
-def reuse_store(args) -> tuple[Path | None, bool, bool]:
+def reuse_store(args) -> request.ReuseStore | None:
     """The result store of a run (--reuse STORE), whether it reads from it (not with
     --no-reuse, which measures every case and still stores the results) and whether it writes
-    to it (not with --reuse-read-only)."""
+    to it (not with --reuse-read-only); None without --reuse."""
     store, read_only = getattr(args, "reuse", None), getattr(args, "reuse_read_only", False)
     if read_only and store is None:
         raise execute.UsageError("--reuse-read-only: goes with --reuse STORE")
     if read_only and getattr(args, "no_reuse", False):
         raise execute.UsageError("--reuse-read-only: does not go with --no-reuse (nothing to do)")
-    return store, not getattr(args, "no_reuse", False), not read_only
+    if store is None:
+        return None
+    return request.ReuseStore(store, not getattr(args, "no_reuse", False), not read_only)
 
 
 class Refused(ValueError):
@@ -133,11 +135,11 @@ def health_recorded(record: dict | None):
 
 
 def resume_target(args) -> resume.Target | None:
-    """Check --resume/--failed against the other options; the run's settings come from OUT."""
+    """Check --resume/--failed against the other options; the run's settings come from OUT
+    (the target's out, profile, backend and runner)."""
     if args.failed and args.resume is None:
         raise execute.UsageError("--failed: goes with --resume OUT")
     if args.resume is None:
-        args.out = args.out or DEFAULT_OUT
         return None
     for flag, value in (
         ("--out", args.out),
@@ -158,8 +160,6 @@ def resume_target(args) -> resume.Target | None:
         raise execute.UsageError(
             f"--backend {args.backend}: the run in {args.resume} used {m['backend']}"
         )
-    args.out, args.profile, args.backend = args.resume, m["profile"], m["backend"]
-    args.runner = args.runner or m["runner"]
     return target
 
 

@@ -254,15 +254,23 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
 
 
 def _blas(env: dict[str, str]) -> Check:
-    """The BLAS the workers will preload (mlagate.worker.blas): MLX's own reference BLAS is
-    about 20x slower in matmuls, so it only ever warns; a choice naming nothing fails."""
+    """The BLAS the workers will preload (mlagate.worker.blas), named with its source: MLX's own
+    reference BLAS is about 20x slower in matmuls, so it only ever warns; a choice that cannot be
+    had fails."""
     try:
-        lib = blas.chosen_library(env)
+        chosen = blas.choose(env)
     except blas.BlasChoiceError as exc:
         return Check("blas", "fail", str(exc))
-    if lib is None and blas.BLAS_ENV not in env and "LD_PRELOAD" not in env:
-        return Check("blas", "warn", "MLX's reference BLAS (install libopenblas0-pthread)")
-    return Check("blas", "ok", f"preloads {lib}" if lib else "as LD_PRELOAD or MLAGATE_BLAS say")
+    if chosen is not None:
+        return Check("blas", "ok", f"preloads {chosen.describe()}")
+    if blas.BLAS_ENV in env or "LD_PRELOAD" in env:
+        return Check("blas", "ok", "as LD_PRELOAD or MLAGATE_BLAS say")
+    return Check(
+        "blas",
+        "warn",
+        "MLX's reference BLAS (install mlagate with its cpu extra on Linux x86_64, or the "
+        "system's OpenBLAS)",
+    )
 
 
 def _load(system: System, performance: bool) -> Check:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from mlagate import lifeline
 from mlagate.gate import progress, shard
@@ -27,8 +29,9 @@ class Follow:
         log = self.logs.get(kind)
         return str(log) if log else "its output above"
 
-    def child(self, args: list[str], env: dict, kind: str) -> int:
-        """Run one pytest child to its end, updating the view as results land."""
+    def child(self, start: Callable[[IO[str] | None], subprocess.Popen], kind: str) -> int:
+        """Run one pytest child (start: mlagate.gate.launch.Launch.start) to its end, updating
+        the view as results land."""
         fh = None
         if not self.verbose:
             log = self.out / "logs" / f"pytest-{kind}.log"
@@ -36,7 +39,7 @@ class Follow:
             self.logs[kind] = log
             fh = open(log, "w", encoding="utf-8")  # noqa: SIM115  (closed below)
         try:
-            proc = lifeline.popen(args, env, stdout=fh, stderr=subprocess.STDOUT if fh else None)
+            proc = start(fh)
             try:
                 while True:
                     try:

@@ -27,22 +27,12 @@ RESULT_KEY = "mlagate_result"
 
 
 def pytest_addoption(parser):
+    """The run plan, and where this process writes: everything else is in the plan."""
     g = parser.getgroup("mlagate")
     g.addoption(
-        "--mlagate-matrix",
+        "--mlagate-plan",
         default=None,
-        help="matrix.yaml to expand (default: ./matrix.yaml, else the bundled one)",
-    )
-    g.addoption("--mlagate-profile", default="quick", help="profile of the matrix: quick or full")
-    g.addoption(
-        "--mlagate-backend",
-        default=None,
-        help="cpu, metal or cuda (default: the runner's declared backend)",
-    )
-    g.addoption(
-        "--mlagate-runner",
-        default=None,
-        help="runner label (default: $MLAGATE_RUNNER, else linux-cpu / macos-metal)",
+        help="OUT/plan.json written by mlagate run or mutate: the matrix, cases and arm installs",
     )
     g.addoption(
         "--mlagate-out",
@@ -50,35 +40,15 @@ def pytest_addoption(parser):
         help="output directory; results go to OUT/results/",
     )
     g.addoption(
-        "--mlagate-module", action="append", default=[], help="only this module (repeatable)"
-    )
-    g.addoption("--mlagate-arm", action="append", default=[], help="only this arm (repeatable)")
-    g.addoption(
         "--mlagate-cache",
         default=None,
         help="arm cache directory (default: $MLAGATE_CACHE or ~/.cache/mlagate)",
-    )
-    g.addoption(
-        "--mlagate-aa",
-        action="store_true",
-        help="A/A mode: compare every arm with a second worker of itself",
     )
     g.addoption(
         "--mlagate-cpu",
         default="auto",
         help="pin every worker to this CPU: auto (Linux outside xdist: the highest CPU allowed), "
         "none, or a number",
-    )
-    g.addoption(
-        "--mlagate-plan",
-        default=None,
-        help="OUT/plan.json written by mlagate run: the matrix, cases and arm installs, decided "
-        "once",
-    )
-    g.addoption(
-        "--mlagate-cases",
-        default=None,
-        help="a JSON list of case ids: only these run (a shard, from mlagate run --shard)",
     )
 
 
@@ -94,10 +64,8 @@ def pytest_configure(config):
         "through CaseRun.build)",
     )
     config._mlagate = None
-    if config.getoption("--mlagate-matrix") or config.getoption("--mlagate-plan"):
-        _context(
-            config
-        )  # an explicit matrix is validated before collection: a bad one is a usage error
+    if config.getoption("--mlagate-plan"):
+        _context(config)  # the plan is read before collection: a bad one is a usage error
 
 
 def _context(config) -> Context:

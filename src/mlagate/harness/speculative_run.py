@@ -2,7 +2,7 @@
 per-profile settings, its checkpoints (tiny synthetic ones the worker writes, or a real one),
 the timed ABBA runs of each context with their path proof, and the rows, paths, observations
 and token mismatches they leave. The suite file keeps its gates, its two judgments (token
-identity, ground kept with context) and its figures.
+identity, the verify step's growth with context) and its figures.
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def models(mla):
 def _once(mla, s: dict, k: int, N: int, state: dict, timed: bool) -> dict:
     """One run of a series on the primed prompt; every generated sequence is checked against
     the first plain one (a difference is recorded as a mismatch)."""
-    if s["label"] == "verify":
-        out = mla.call("spec_verify", L=k + 1)
+    if s["label"] in STEPS:
+        out = mla.call("spec_verify", L=k + 1 if s["label"] == "verify" else 1)
     else:
         out = mla.call("spec_run", mode=s["mode"], draft=s.get("draft"), N=N, num_draft=k)
         ref = state["reference"] = state["reference"] or out
@@ -148,6 +148,9 @@ def _once(mla, s: dict, k: int, N: int, state: dict, timed: bool) -> dict:
         state["times"][s["label"]].append(out["seconds"])
         state["runs"][s["label"]].append(out)
     return out
+
+
+STEPS = ("verify", "decode")  # one target step alone: of width num_draft + 1, and of width 1
 
 
 @dataclass(frozen=True)
@@ -184,13 +187,14 @@ class Settings:
 @dataclass
 class Measured:
     """What the contexts left: rows (metrics["rows"]), token mismatches against plain decoding,
-    each context's paths, the self draft's timings per context, and why the path proof failed
-    (empty when it held at every context run)."""
+    each context's paths, the self draft's and the single steps' timings per context, and why
+    the path proof failed (empty when it held at every context run)."""
 
     rows: list[dict] = field(default_factory=list)
     mismatches: list[dict] = field(default_factory=list)
     paths: dict[str, dict] = field(default_factory=dict)
     self_times: dict[int, dict] = field(default_factory=dict)
+    step_times: dict[int, dict] = field(default_factory=dict)
     unproven: list[str] = field(default_factory=list)
     states: dict[int, dict] = field(default_factory=dict)
 
@@ -203,7 +207,7 @@ def measure(mla, cfg: Settings, target, drafts: dict) -> Measured:
     series = (
         [{"label": "plain", "mode": "plain"}]
         + [{"label": f"spec:{d}", "mode": "spec", "draft": d} for d in drafts]
-        + [{"label": "verify"}]
+        + [{"label": label} for label in STEPS]
     )
     m = Measured()
     for P in cfg.contexts:
@@ -217,6 +221,7 @@ def measure(mla, cfg: Settings, target, drafts: dict) -> Measured:
         verify_path = next(iter({o["target"]["path"] for o in runs["verify"]}))
         m.paths[str(P)] = {
             "plain": "absorbed",
+            "decode": "absorbed",
             "verify": verify_path,
             "verify_expected": crossover.expected_path(cfg.num_draft + 1, P - 1, r, n, v),
             "draft": {
@@ -269,18 +274,15 @@ def _timed_runs(mla, cfg: Settings, target, drafts, series, state: dict, warmup:
 
 
 def more_samples(mla, cfg: Settings, target, drafts: dict, m: Measured, P: int, n: int) -> None:
-    """n more timed rounds of plain decoding and the self draft at context P, for a later look
-    of the ground-kept gate: the prompt primed anew, each series run once untimed, then ABBA.
-    Their outputs are checked against plain decoding's first as before, and their paths proved
-    (m.unproven says why not)."""
-    series = [
-        {"label": "plain", "mode": "plain"},
-        {"label": "spec:self", "mode": "spec", "draft": "self"},
-    ]
+    """n more timed rounds of the verify step and the decode step at context P, for a later look
+    of the verify-growth gate: the prompt primed anew, each run once untimed, then ABBA; their
+    paths proved (m.unproven says why not)."""
+    series = [{"label": label} for label in STEPS]
     state = m.states[P]
     _timed_runs(mla, cfg, target, drafts, series, state, 1, n)
-    m.self_times[P] = {"plain": state["times"]["plain"], "spec": state["times"]["spec:self"]}
-    m.unproven = unproven_paths(P, [*series, {"label": "verify"}], state["runs"])
+    m.step_times[P] = {label: state["times"][label] for label in STEPS}
+    spec = [{"label": label, "mode": "spec"} for label in state["runs"] if ":" in label]
+    m.unproven = unproven_paths(P, [*spec, *series], state["runs"])
 
 
 def _observation(P: int, state: dict) -> dict:
@@ -303,13 +305,18 @@ def _observation(P: int, state: dict) -> dict:
 
 def _add_rows(m: Measured, cfg: Settings, series, P: int, state: dict, verify_path: str) -> None:
     """One row per speculative series of a context (plain vs spec throughput, their difference's
-    interval and verdict, acceptance of the first timed run, the verify step's time and path),
-    and the self draft's timings for the ground-kept gate."""
+    interval and verdict, acceptance of the first timed run, the verify and decode steps' times,
+    their paired ratio and the verify path), the self draft's timings, and the single steps'
+    timings for the verify-growth gate."""
     times, runs, reference = state["times"], state["runs"], state["reference"]
     N, k = cfg.new_tokens, cfg.num_draft
     plain_s = stats.median(times["plain"])
     if "spec:self" in times:
         m.self_times[P] = {"plain": times["plain"], "spec": times["spec:self"]}
+    m.step_times[P] = {label: times[label] for label in STEPS}
+    per_decode = stats.median(
+        [v / d for v, d in zip(times["verify"], times["decode"], strict=True)]
+    )
     margins = reference["margins"]
     for s in series:
         if s.get("mode") != "spec":
@@ -328,6 +335,8 @@ def _add_rows(m: Measured, cfg: Settings, series, P: int, state: dict, verify_pa
                 "spec_tok_s": N / spec_s,
                 "ratio": plain_s / spec_s,
                 "verify_ms": 1e3 * stats.median(times["verify"]),
+                "decode_ms": 1e3 * stats.median(times["decode"]),
+                "verify_per_decode": per_decode,
                 "draft_tokens": k,
                 "acceptance": first["accepted"] / first["drafted"] if first["drafted"] else None,
                 "verdict": verdict,
@@ -344,11 +353,13 @@ def _add_rows(m: Measured, cfg: Settings, series, P: int, state: dict, verify_pa
 
 
 def unproven_paths(P: int, series: list[dict], runs: dict) -> list[str]:
-    """Why the path proof of one context does not hold: plain decoding must absorb, the timed
-    verify step take one path, and every speculative series' verify steps that same path."""
-    plain_paths = {o["target"]["path"] for o in runs["plain"]}
-    if plain_paths != {"absorbed"}:
-        return [f"P={P}: plain decoding ran {sorted(plain_paths)}, not absorbed (L = 1)"]
+    """Why the path proof of one context does not hold: plain decoding and the decode step must
+    absorb, the timed verify step take one path, and every speculative series' verify steps that
+    same path."""
+    for label, what in (("plain", "plain decoding"), ("decode", "the decode step")):
+        seen = {o["target"]["path"] for o in runs.get(label, [])}
+        if seen - {"absorbed"}:
+            return [f"P={P}: {what} ran {sorted(seen)}, not absorbed (L = 1)"]
     verify_paths = {o["target"]["path"] for o in runs["verify"]}
     if len(verify_paths) != 1 or verify_paths & {"mixed", "split", "none"}:
         return [f"P={P}: the timed verify step ran {sorted(verify_paths)}"]

@@ -228,3 +228,25 @@ class _Run:
                 }
             }
         )
+
+
+def step_growth_ci(lo: dict, hi: dict, level: float, seed: int = 0) -> tuple[float, float, float]:
+    """How much a wide step's cost grows from one context to a longer one, in narrow steps at the
+    longer: (median(hi["verify"]) - median(lo["verify"])) / median(hi["decode"]), with a bootstrap
+    interval (percentile) that resamples each context's rounds whole (a round's verify and decode
+    steps ran back to back, so a burst of load stays paired within it)."""
+    from mlagate import stats
+
+    def growth(lo_rounds, hi_rounds) -> float:
+        pick = lambda t, rounds, key: [t[key][int(i)] for i in rounds]  # noqa: E731
+        v_lo, v_hi = (
+            stats.median(pick(lo, lo_rounds, "verify")),
+            stats.median(pick(hi, hi_rounds, "verify")),
+        )
+        return (v_hi - v_lo) / stats.median(pick(hi, hi_rounds, "decode"))
+
+    for t in (lo, hi):
+        if len(t["verify"]) != len(t["decode"]) or not t["verify"]:
+            raise ValueError("step_growth_ci needs equally many verify and decode steps a context")
+    rounds = (list(range(len(lo["verify"]))), list(range(len(hi["verify"]))))
+    return (growth(*rounds), *stats._bootstrap(rounds, growth, level, seed))

@@ -9,6 +9,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from mlagate.matrix.paths import shipped_suite
+
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")
 BACKENDS = ("cpu", "metal", "cuda")
@@ -159,6 +161,11 @@ class Suite:
     failure_kinds: tuple[str, ...] = ()  # the kinds its contract says it can produce
     control_kinds: tuple[str, ...] = ()  # the kinds a control arm's defect produces
     retry: bool = False  # `retry: true`: a case that failed, then passed (flaky) is not red
+
+    @property
+    def file(self) -> Path:
+        """The suite's test body (its contract lies beside it)."""
+        return self.path or shipped_suite(self.kind, self.id)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,12 @@ def default_path() -> Path:
     return bundled("matrix.yaml")
 
 
+def shipped_suite(kind: str, suite: str) -> Path:
+    """Where a shipped suite's test body is: suites/<kind>/test_<suite>.py (a suite with `file:`
+    lies beside the matrix instead: mlagate.matrix.runs)."""
+    return bundled("suites") / kind / f"test_{suite}.py"
+
+
 def bundled(name: str) -> Path:
     """A file shipped with mlagate: the source checkout's copy, else the wheel's."""
     here = Path(__file__).resolve().parents[1]  # the mlagate package

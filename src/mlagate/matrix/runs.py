@@ -21,7 +21,7 @@ from mlagate.matrix.model import (
     Runner,
     Suite,
 )
-from mlagate.matrix.paths import bundled
+from mlagate.matrix.paths import shipped_suite
 from mlagate.matrix.reader import POSITIVE, Node, Reader
 
 # a suite's `gates:` node (None without one) and its contract, read with the profiles
@@ -53,7 +53,7 @@ def read_suites(
             check=lambda x: x.endswith(".py") and Path(x).name.startswith("test_"),
             what="a test_<name>.py file",
         )
-        suite_path = (base / own).resolve() if own else bundled("suites") / kind / f"test_{sid}.py"
+        suite_path = (base / own).resolve() if own else shipped_suite(kind, sid)
         if not suite_path.is_file():
             raise r.fail(node, key, f"no suite file {suite_path}")
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlagate import armidentity
 from mlagate import arms as arms_mod
 from mlagate.matrix import Arm
 
@@ -74,10 +74,7 @@ def _build(
     manifest.update(
         {
             "arm": arm.id,
-            "patches": [
-                {"name": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-                for p in arm.patches
-            ],
+            "patches": armidentity.patch_records(arm),
             "key": key,
             "mutant_of": parent.key,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -96,18 +96,18 @@ def main(args: argparse.Namespace) -> int:
             f"--profile: unknown profile {profile!r} (matrix has {', '.join(matrix.profiles)})"
         )
     opts = run.Options(
-        tuple(args.arm),
-        tuple(args.module),
-        tuple(args.operator),
-        tuple(args.suite),
-        tuple(args.mutant),
-        args.all,
-        args.out,
-        cargs.resolve_workers(args.workers, matrix.runners[runner]),
-        args.cache,
-        profile,
-        backend,
-        runner,
+        arms=tuple(args.arm),
+        modules=tuple(args.module),
+        operators=tuple(args.operator),
+        suites=tuple(args.suite),
+        mutants=tuple(args.mutant),
+        all=args.all,
+        out=args.out,
+        workers=cargs.resolve_workers(args.workers, matrix.runners[runner]),
+        cache=args.cache,
+        profile=profile,
+        backend=backend,
+        runner=runner,
     )
     doc = run.mutate(matrix, opts, shard.load_costs(args.costs))
     print(killmatrix.text(doc))

@@ -93,7 +93,7 @@ def mask_files(site: Path, path: Path, tree: ast.Module) -> list[tuple[Path, lis
         for alias in node.names:
             if not _says_mask(alias.name):
                 continue
-            other = sites._imported_from(tree, alias.name, path)
+            other = sites.imported_from(tree, alias.name, path)
             if other is None or other == path or any(other == p for p, _ in out):
                 continue
             fns = [(q, f) for q, f in _functions(ast.parse(other.read_text("utf-8")))]

@@ -62,7 +62,7 @@ def resolve_class(tree: ast.Module, path: Path, name: str, depth: int = 0) -> Cl
     local = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
     if local is not None:
         return ClassRef(path, local)
-    where = sites._imported_from(tree, name, path)
+    where = sites.imported_from(tree, name, path)
     if where is None or depth > 4:
         return None
     return resolve_class(_parse(where), where, name, depth + 1)

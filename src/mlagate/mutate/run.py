@@ -17,9 +17,6 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +24,13 @@ from pathlib import Path
 import yaml
 
 from mlagate import arms as arms_mod
-from mlagate import results
+from mlagate import lifeline, results, runplan
+from mlagate.gate import launch, shard
 from mlagate.gate import run as execute
-from mlagate.gate import shard
-from mlagate.matrix import Matrix, bundled
+from mlagate.matrix import Matrix, MatrixError, load
 from mlagate.mutate import arms as mutant_arms
 from mlagate.mutate import killmatrix, operators
-from mlagate.plan import Case, Selection, expand
+from mlagate.plan import Case, PlanError, Selection, expand
 
 ROLES = ("patched", "head")
 
@@ -247,14 +244,11 @@ def _round(matrix, derived, suite, alive, installs, expected, opts) -> dict:
         ]
         for e in alive
     }
-    ids = [c.id for c in todo] + [c.id for cs in mutant_cases.values() for c in cs]
+    chosen = todo + [c for cs in mutant_cases.values() for c in cs]
     out = opts.out / "rounds" / suite
     rows = (
-        {
-            r["case_id"]: r
-            for r in _pytest(derived, execute.suite_file(matrix, suite), ids, out, opts)
-        }
-        if ids
+        {r["case_id"]: r for r in _pytest(derived, matrix, suite, chosen, out, opts)}
+        if chosen
         else {}
     )
     for c in todo:
@@ -273,7 +267,7 @@ def _round(matrix, derived, suite, alive, installs, expected, opts) -> dict:
     return {
         "suite": suite,
         "mutants": len(alive),
-        "cases": len(ids),
+        "cases": len(chosen),
         "parent_cases": len(todo),
         "seconds": round(time.time() - t0, 1),
     }
@@ -293,60 +287,46 @@ def _classify(e: _Entry, suite, parents, mine, rows, expected, installs) -> None
             e.invalid_in.append(suite)
 
 
+def _run_plan(derived: Path, suite: str, chosen: list[Case], out: Path, opts: Options) -> Path:
+    """OUT/plan.json of one round: the derived matrix (the mutant arms in it), the chosen
+    cases as that matrix expands them, and the installs of their arms and baselines."""
+    try:
+        dm = load(derived)
+        arms = sorted({c.arm for c in chosen})
+        wanted = {a.id for m in dm.modules.values() for a in dm.arms_for(m) if a.id in arms}
+        wanted |= {dm.arms[a].baseline for a in wanted if dm.arms[a].baseline}
+        installs = arms_mod.materialise_all(dm, sorted(wanted), opts.cache)
+        sel = Selection((suite,), (), tuple(arms))
+        every = expand(dm, sel, opts.profile, opts.backend, opts.runner, installs)
+    except (MatrixError, PlanError, arms_mod.ArmError) as exc:
+        raise execute.UsageError(str(exc)) from None
+    ids = {c.id for c in chosen}
+    cases = tuple(c for c in every if c.id in ids)
+    plan = runplan.RunPlan(dm, opts.profile, opts.backend, opts.runner, False, cases, installs)
+    return runplan.write(out, plan)
+
+
 def _pytest(
-    derived: Path, suite_path: Path, ids: list[str], out: Path, opts: Options
+    derived: Path, matrix: Matrix, suite: str, chosen: list[Case], out: Path, opts: Options
 ) -> list[dict]:
     execute.set_aside(out)
     out.mkdir(parents=True, exist_ok=True)
-    case_file = out / "cases.json"
-    case_file.write_text(json.dumps(ids), encoding="utf-8")
-    arms = sorted({i.split("::")[2] for i in ids})
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(suite_path),
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--rootdir",
-        str(bundled("suites")),
-        "--mlagate-matrix",
-        str(derived),
-        "--mlagate-profile",
-        opts.profile,
-        "--mlagate-backend",
-        opts.backend,
-        "--mlagate-runner",
-        opts.runner,
-        "--mlagate-out",
-        str(out),
-        "--mlagate-cases",
-        str(case_file),
-        "--mlagate-cpu",
-        opts.cpu,
-    ]
-    if opts.cache:
-        args += ["--mlagate-cache", str(opts.cache)]
-    for a in arms:
-        args += ["--mlagate-arm", a]
-    if opts.workers > 1:
-        args += ["-n", str(opts.workers)]
-    if not execute._plugin_installed():
-        args += ["-p", "mlagate.harness.plugin"]
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
-    }
-    with open(out / "pytest.log", "w", encoding="utf-8") as log:
-        code = subprocess.call(
-            args, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=log, stderr=subprocess.STDOUT
-        )
-    if code not in (0, 1, 5):
+    plan_file = _run_plan(derived, suite, chosen, out, opts)
+    suite_path = launch.suite_file(matrix, suite)
+    job = launch.Launch(
+        plan_file,
+        (suite_path,),
+        out,
+        lifeline.new_run_id(),
+        cpu=opts.cpu,
+        cache=opts.cache,
+        workers=opts.workers,
+    )
+    code = launch.call(job, out / "pytest.log")
+    if code not in launch.OK_CODES:
         raise execute.UsageError(
             f"pytest stopped with exit status {code} running {suite_path.stem} over mutants (see "
             f"{out / 'pytest.log'})"
         )
-    wanted = set(ids)
+    wanted = {c.id for c in chosen}
     return [r for r in results.load_dir(out / "results") if r["case_id"] in wanted]

@@ -4,7 +4,8 @@ A dispatch is a method of the attention class with `if` guards around the query 
 (`self.embed_q(q)`) and the output unfold (`self.unembed_out(out)`). Its decision is the
 guards' test, or, when the test is a name, the expression last bound to that name
 (`absorbed = L == 1 or use_absorbed(L, dims, latent_length(kv))`). The query length is
-found as the scanner finds it (scanner._Function). A helper the decision calls
+found as the scanner finds it (mlagate.scan.analysis.Function); what a dispatch guard is,
+mlagate.guardmodel. A helper the decision calls
 (`use_absorbed`, `max_absorbed_queries`) is followed into its file through the relative
 import that brings it in. No line number is used to locate anything.
 """
@@ -15,8 +16,21 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate.scan import guards as scanner
-from mlagate.worker import probes
+from mlagate import guardmodel as gm
+from mlagate.scan.analysis import Function, identifiers
+
+__all__ = [
+    "Dispatch",
+    "Guard",
+    "Helper",
+    "dispatches",
+    "find_class",
+    "helpers",
+    "identifiers",
+    "imported_from",
+    "length_names",
+    "statements",
+]
 
 
 @dataclass
@@ -51,7 +65,7 @@ class Helper:
 
 
 def _methods(cls: ast.ClassDef):
-    for stmt in scanner._statements(cls.body):
+    for stmt in gm.statements(cls.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield stmt
 
@@ -62,15 +76,14 @@ def find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
 
 def _guard_role(node: ast.If, latents: set[str]) -> str | None:
     """fold or unfold when one branch of node is the absorbed one, else None."""
-    body = probes._branch_kind(node.body, latents)
-    orelse = probes._branch_kind(node.orelse, latents)
-    if body == orelse or (body is None and orelse is None):
+    guard = gm.guard(node, latents)
+    if guard is None:
         return None
-    absorbed = node.body if body == "absorbed" else node.orelse
-    calls = [c.func.attr for c in probes._calls(absorbed) if not probes._is_expansion(c)]
-    if "embed_q" in calls:
+    absorbed = node.body if guard.body == gm.ABSORBED else node.orelse
+    calls = [c.func.attr for c in gm.projection_calls(absorbed) if not gm.is_expansion(c)]
+    if gm.FOLD in calls:
         return "fold"
-    return "unfold" if "unembed_out" in calls else None
+    return "unfold" if gm.UNFOLD in calls else None
 
 
 def _shape_base(value: ast.expr) -> ast.expr | None:
@@ -85,7 +98,7 @@ def _shape_base(value: ast.expr) -> ast.expr | None:
 def _length_bases(fn: ast.FunctionDef, lengths: set[str]) -> dict[str, str]:
     """For each query-length name, the array whose shape it was read from."""
     bases: dict[str, str] = {}
-    for stmt in scanner._statements(fn.body):
+    for stmt in gm.statements(fn.body):
         if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
             continue
         base = _shape_base(stmt.value)
@@ -103,7 +116,7 @@ def _decision(fn: ast.FunctionDef, guard: ast.If) -> ast.expr:
     if not isinstance(guard.test, ast.Name):
         return guard.test
     bound = None
-    for stmt in scanner._statements(fn.body):
+    for stmt in gm.statements(fn.body):
         if stmt is guard:
             break
         if isinstance(stmt, ast.Assign) and any(
@@ -117,14 +130,12 @@ def dispatches(tree: ast.Module, cls_name: str) -> list[Dispatch]:
     cls = find_class(tree, cls_name)
     if cls is None:
         return []
-    latents = {
-        ast.dump(c.args[0]) for c in probes._calls(cls.body) if probes._is_expansion(c) and c.args
-    }
+    latents = gm.expanded(cls.body)
     found = []
     for fn in _methods(cls):
-        scope = scanner._Function(fn)
+        scope = Function(fn)
         guards = []
-        for stmt in scanner._statements(fn.body):
+        for stmt in gm.statements(fn.body):
             scope.bind(stmt)
             if isinstance(stmt, ast.If):
                 role = _guard_role(stmt, latents)
@@ -149,7 +160,7 @@ def length_names(node: ast.AST, lengths: set[str]) -> list[ast.Name]:
 # --- helpers the decision calls ---------------------------------------------------------
 
 
-def _imported_from(tree: ast.Module, name: str, path: Path) -> Path | None:
+def imported_from(tree: ast.Module, name: str, path: Path) -> Path | None:
     """The file that `from .x import name` (relative) in tree brings name from."""
     for node in tree.body:
         if (
@@ -194,7 +205,7 @@ def helpers(tree: ast.Module, path: Path, dispatch: Dispatch) -> list[Helper]:
         local = next(
             (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None
         )
-        where = path if local is not None else _imported_from(tree, name, path)
+        where = path if local is not None else imported_from(tree, name, path)
         if where is None:
             continue
         htree = tree if local is not None else ast.parse(where.read_text(encoding="utf-8"))
@@ -215,8 +226,4 @@ def helpers(tree: ast.Module, path: Path, dispatch: Dispatch) -> list[Helper]:
 
 
 def statements(fn: ast.FunctionDef):
-    return scanner._statements(fn.body)
-
-
-def identifiers(stmts) -> set[str]:
-    return scanner._identifiers(stmts)
+    return gm.statements(fn.body)

@@ -1,8 +1,7 @@
-"""The guard analysis of a Python file, over `ast` only: which classes are MLA dispatches, what
+"""The guard analysis of a Python file, over `ast` only: what
 a branch condition says about the query width and the cache length, and what a branch gates.
 
-- mla_classes(): every class whose own code calls both the query fold (`self.embed_q(...)`) and
-  the output unfold (`self.unembed_out(...)`).
+- which classes are MLA classes and which `if`s are dispatch guards: mlagate.guardmodel.
 - constants(): module-level names bound once to an int literal (`MAX_ABSORBED = 8`).
 - Function: what one function binds (query-length names, cache-length names, names bound to a
   condition) and the facts of a condition (mlagate.scan.facts: `L == 1`, `1 == L`, `S <= 1`,
@@ -13,7 +12,8 @@ a branch condition says about the query width and the cache length, and what a b
 Query-length names are those bound from a shape in the same function: position 1 of a
 3-tuple (B, L, D), position 2 of a 4-tuple (B, H, L, D), position 1 of a 2-tuple, or
 `.shape[1]` / `.shape[-2]`, and names assigned from them. Cache-length names: `cache.offset`,
-`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, and names assigned from them.
+`offset + L`, axis 1 or 2 of a cache or latent tensor's shape, a `*length(...)` call on such a
+tensor (`latent_length(kv_latent)`), and names assigned from them.
 No regular expression reads the source.
 """
 
@@ -21,30 +21,13 @@ from __future__ import annotations
 
 import ast
 
+from mlagate.guardmodel import statements
 from mlagate.scan import facts as F
+
+__all__ = ["Function", "constants", "gates", "identifiers", "statements"]
 
 SINGLE, MULTI = "single", "multi"
 ABSORB_NAMES = {"embed_q", "unembed_out", "w_kc", "w_vc", "q_absorb", "o_absorb"}
-
-
-def _called_attrs(cls: ast.ClassDef) -> set[str]:
-    return {
-        node.func.attr
-        for node in ast.walk(cls)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
-    }
-
-
-def mla_classes(tree: ast.Module) -> list[str]:
-    """Classes that implement the dispatch: their own code calls both projections."""
-    return [
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ClassDef) and {"embed_q", "unembed_out"} <= _called_attrs(node)
-    ]
 
 
 # --- single-query conditions ------------------------------------------------------------
@@ -104,28 +87,6 @@ QUERY_NAMES = {
 _NOT_QUERY = ("self", "cache", "mask", "state")
 
 
-def _child_blocks(stmt):
-    for name in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, name, None)
-        if isinstance(block, list):
-            yield block
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
-
-
-def statements(block):
-    """Every statement under block, in source order, without entering nested functions or
-    classes."""
-    for stmt in block:
-        yield stmt
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for child in _child_blocks(stmt):
-            yield from statements(child)
-
-
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
@@ -154,6 +115,11 @@ def _cachey(node) -> bool:
 
 
 _CACHE_TENSORS = ("cache", "latent", "keys")
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
 
 
 class Function:
@@ -227,6 +193,9 @@ class Function:
             return self.is_cache_length(node.body) or self.is_cache_length(node.orelse)
         if _shape_index(node) in (1, 2, -2):
             base = node.value.value
+            return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)
+        if isinstance(node, ast.Call) and "length" in _called_name(node).lower() and node.args:
+            base = node.args[0]  # `latent_length(kv_latent)`: a length read off a cache tensor
             return isinstance(base, ast.Name) and any(w in base.id for w in _CACHE_TENSORS)
         return False
 

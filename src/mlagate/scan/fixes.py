@@ -24,6 +24,14 @@ WIDTH = re.compile(
 )
 
 
+OVERLAY = (
+    "a `modules:` entry cannot import this file: gate it with an `overlay:` arm that copies it "
+    "over the runtime module it replaces (`overlay: {on: <the stock arm>, files: "
+    "{<package>/models/<name>.py: <this file>}}`, docs/matrix.md#arms); that module, registered "
+    "under `modules:`, is then tested as this file"
+)
+
+
 def uri(path: str) -> str:
     """A finding's path as a relative URI reference (SARIF artifactLocation)."""
     return quote(path.replace("\\", "/"), safe="/")

@@ -1,9 +1,8 @@
 """Static analysis of runtime source (Python with `ast`, Rust with tree-sitter): MLA modules
 and single-query guards.
 
-- discover(): every class whose own code calls both the query fold (`self.embed_q(...)`)
-  and the output unfold (`self.unembed_out(...)`): an MLA attention's dispatch, whether it
-  defines the projections or inherits them.
+- discover(): every MLA class (mlagate.guardmodel: a class whose own code calls both the
+  query fold `self.embed_q(...)` and the output unfold `self.unembed_out(...)`).
 - scan(): branch conditions that restrict a fast path to exactly one query or new token
   (`L == 1`, `1 == L`, `S <= 1`, `x.shape[1] == 1`, `not q_len > 1`, a name bound to such a
   test, ...), what the single-query branch gates (the absorbed fold, the indexer's
@@ -23,19 +22,10 @@ import ast
 import os
 from pathlib import Path
 
+from mlagate.guardmodel import mla_classes
 from mlagate.scan import fixes as scanfix
-from mlagate.scan import parallel, pyscan
-from mlagate.scan.analysis import (
-    ABSORB_NAMES,
-    MULTI,
-    QUERY_NAMES,
-    SINGLE,
-    Function,
-    gates,
-    identifiers,
-    mla_classes,
-    statements,
-)
+from mlagate.scan import helpers, parallel, pyscan
+from mlagate.scan.analysis import ABSORB_NAMES, MULTI, QUERY_NAMES, SINGLE, gates
 from mlagate.scan.model import (
     FAILING,
     NOTHING_SCANNED,
@@ -63,9 +53,6 @@ __all__ = [
     "scan",
     "scan_file",
 ]
-
-# the analysis's names as this module had them (mlagate.mutate.sites reads them from here)
-_Function, _identifiers, _statements = Function, identifiers, statements
 
 
 def _import_path(path: Path, root: Path) -> str:
@@ -221,6 +208,7 @@ def scan(
             bases[key] = _module_root(path, top)
         work.append((path, bases[key], _display(path, roots, anchor)))
     parallel.run(work, report, scan_file, jobs)
+    helpers.join(report)
     _allow(report, allowlist)
     if registered is not None:
         for module, cls in report.modules:
@@ -228,19 +216,20 @@ def scan(
                 continue
             if not any(_suffix(module, m) and cls == c for m, c in registered):
                 path, line = report.class_sites.get((module, cls), (module, 1))
-                report.findings.append(
-                    Finding(
-                        "MLA004",
-                        path,
-                        line,
-                        1,
-                        f"{module}:{cls} is an MLA module the matrix does not register",
-                        module,
+                message = f"{module}:{cls} is an MLA module the matrix does not register"
+                missing = report.unimportable.get(module)
+                if missing:
+                    message += (
+                        f", and it cannot be imported where it lies (`{missing[0]}` finds "
+                        "nothing beside it): it runs only when copied over a runtime's module"
                     )
-                )
+                report.findings.append(Finding("MLA004", path, line, 1, message, module))
     report.findings.sort(key=lambda f: (f.path, f.line, f.rule))
     for f in report.findings:
-        f.suggestion = scanfix.suggestion(f)
+        if f.rule == "MLA004" and f.module in report.unimportable:
+            f.suggestion = scanfix.OVERLAY
+        else:
+            f.suggestion = scanfix.suggestion(f)
     return report
 
 

@@ -58,6 +58,11 @@ class ScanReport:
     # where each module and MLA class is: module -> path, (module, class) -> (path, line)
     module_paths: dict[str, str] = field(default_factory=dict)
     class_sites: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    # floors in helpers, paired once every file is read (mlagate.scan.helpers): not reported
+    decision_calls: set[tuple[str, str, str]] = field(default_factory=set)
+    helper_floors: list[tuple] = field(default_factory=list)
+    # module -> its relative imports that find nothing beside its file (an overlay's file)
+    unimportable: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

@@ -39,6 +39,9 @@ def merge(report: ScanReport, part: ScanReport) -> None:
     for module, path in part.module_paths.items():
         report.module_paths.setdefault(module, path)
     report.class_sites.update(part.class_sites)
+    report.decision_calls |= part.decision_calls
+    report.helper_floors.extend(part.helper_floors)
+    report.unimportable.update(part.unimportable)
 
 
 def run(jobs: list, report: ScanReport, scan_file, workers: int | None = None) -> None:

@@ -4,9 +4,12 @@ they gate, and the decisions of its MLA classes."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
+from mlagate import guardmodel as gm
 from mlagate.scan import facts as F
-from mlagate.scan.analysis import Function, constants, gates, mla_classes, statements
+from mlagate.scan import helpers
+from mlagate.scan.analysis import Function, constants, gates
 from mlagate.scan.model import Finding, ScanReport
 
 
@@ -32,34 +35,42 @@ class Source:
 class FileScan:
     """The findings of one parsed file, added to report."""
 
-    def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport):
+    def __init__(self, tree, src: Source, module: str, display: str, report: ScanReport, package):
         self.src, self.module, self.display, self.report = src, module, display, report
         self.consts = constants(tree)
         self.mla = False
         # if line -> (its test reads the query width, its facts when true and when false)
         self.tests: dict[int, tuple[bool, tuple]] = {}
         has = "embed_q" in src.text and "unembed_out" in src.text
-        mla = set(mla_classes(tree)) if has else set()
+        mla = set(gm.mla_classes(tree)) if has else set()
         report.modules.extend((module, c) for c in sorted(mla))
         self.mla = bool(mla)  # split decisions (MLA003) are read in MLA classes only
-        for stmt in statements(tree.body):
+        # the helpers an MLA class may hand the cache length to: this file's and imported ones
+        self.helpers = helpers.imports(tree, module, package) if mla else {}
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.helpers[stmt.name] = (module, stmt.name)
+                helpers.record_floors(stmt, self.consts, self.floor, report, module)
+        for stmt in gm.statements(tree.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt)
             elif isinstance(stmt, ast.ClassDef):
-                for inner in statements(stmt.body):
+                for inner in gm.statements(stmt.body):
                     if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.function(inner)
+                        self.function(inner, stmt.name in mla)
                 if stmt.name in mla:
                     report.class_sites[(module, stmt.name)] = (display, stmt.lineno)
                     self.decisions(stmt)
 
-    def function(self, fn) -> None:
+    def function(self, fn, in_mla: bool = False) -> None:
         scope = Function(fn, self.consts, widths=self.mla)
-        for stmt in statements(fn.body):
+        for stmt in gm.statements(fn.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.function(stmt)
+                self.function(stmt, in_mla)
                 continue
             scope.bind(stmt)
+            if in_mla:
+                helpers.record_calls(stmt, scope, self.helpers, self.report)
             if isinstance(stmt, ast.If):
                 if self.mla:
                     self.tests[stmt.lineno] = (scope.reads_width(stmt.test), scope.facts(stmt.test))
@@ -84,10 +95,25 @@ class FileScan:
             return
         kind, branch = restricted
         what = gates(branch)
-        if kind != F.SINGLE and (what != "absorbed" or materialises(body) and materialises(orelse)):
+        if kind != F.SINGLE and (
+            what != "absorbed" or gm.materialises(body) and gm.materialises(orelse)
+        ):
             return  # a constant that picks between two ways of materialising is no decision
+        finding = self.finding(node, what)
+        if kind == F.SINGLE:
+            self.report.guards.append(finding)
+        if classify(finding, kind):
+            self.report.findings.append(finding)
+
+    def floor(self, node: ast.If) -> Finding:
+        """The MLA008 finding of a floor in a helper (the decision it returns)."""
+        finding = self.finding(node, "absorbed")
+        classify(finding, F.FLOOR)
+        return finding
+
+    def finding(self, node: ast.If, what: str) -> Finding:
         test = node.test
-        finding = Finding(
+        return Finding(
             "",
             self.display,
             node.lineno,
@@ -103,59 +129,25 @@ class FileScan:
                 (test.end_col_offset or 0) + 1,
             ),
         )
-        if kind == F.SINGLE:
-            self.report.guards.append(finding)
-        if classify(finding, kind):
-            self.report.findings.append(finding)
 
     def decisions(self, cls: ast.ClassDef) -> None:
-        from mlagate.worker import probes  # the worker's own guard finder; `plan` never gets here
-
-        segment = self.src.segment(cls)
-        sites = probes.find_guards(segment, cls.name) if segment else []
+        sites = gm.class_guards(cls, cls.name)
         # only conditions on the query width can make the fold and the unfold disagree
         # (`output is not None` beside `L == 1` is another decision, not a split one), and two
         # spellings of one width test (`L <= 8`, `not L > 8`) are one decision
-        keys, sources = set(), set()
+        keys, sources, lines = set(), set(), []
         for site in sites:
-            width, pair = self.tests.get(cls.lineno + site.line - 1, (True, F.NONE))
+            source = " ".join((self.src.segment(site.node.test) or "?").split())
+            lines.append((source, site.node.lineno))
+            width, pair = self.tests.get(site.node.lineno, (True, F.NONE))
             if not width:
                 continue
-            facts = pair[0] if site.absorbed_when else pair[1]
-            source = " ".join(site.source.split())
+            facts = pair[0] if site.guard.absorbed_when else pair[1]
             keys.add(tuple(sorted(facts.items())) if facts else source)
             sources.add(source)
-        sites = [s for s in sites if " ".join(s.source.split()) in sources]
         if len(keys) > 1:
-            line = cls.lineno + min(s.line for s in sites) - 1
+            line = min(n for source, n in lines if source in sources)
             self.report.findings.append(split_decision(self, cls.name, line, sources))
-
-
-def materialises(stmts) -> bool:
-    """The branch expands the latent: `self.embed_q(latent, transpose=False)`, or
-    `self.unembed_out` on a latent."""
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "self"
-            ):
-                continue
-            if node.func.attr == "embed_q" and any(
-                isinstance(v, ast.Constant) and v.value is False
-                for v in [
-                    *node.args[1:2],
-                    *(kw.value for kw in node.keywords if kw.arg == "transpose"),
-                ]
-            ):
-                return True
-            if node.func.attr == "unembed_out" and any(
-                isinstance(a, ast.Name) and "latent" in a.id for a in node.args[:1]
-            ):
-                return True
-    return False
 
 
 def split_decision(where, name: str, line: int, sources: set[str]) -> Finding:
@@ -220,4 +212,8 @@ def scan_python(text: str, path: str, module: str, display: str, report: ScanRep
     report.parsed += 1
     report.module_names.add(module)
     report.module_paths.setdefault(module, display)
-    FileScan(tree, Source(text), module, display, report)
+    scan = FileScan(tree, Source(text), module, display, report, path.endswith("__init__.py"))
+    if scan.mla:
+        missing = helpers.unresolved(tree, Path(path))
+        if missing:
+            report.unimportable[module] = missing

@@ -3,9 +3,12 @@ Python (mlagate.scan.facts reads the conditions) on a runtime written against ML
 
 - An MLA type: an `impl` whose methods call both `self.embed_q.<method>(...)` and
   `self.unembed_out.<method>(...)`.
-- Query-length names: bound from a query's shape in the same function (`let l = x.shape()[1]`,
-  `let shape = x.shape(); let (b, l, _) = (shape[0], shape[1], shape[2])`, `let &[b, l, _] =
-  x.shape() else { .. }`, `x.dim(1)`), and names assigned from them.
+- Query-length names: bound from a query's shape in the same function, read through any
+  shape accessor (Scope._shape_of: `x.shape()`, `x.dims3()?`, `<crate>::array_shape(x)`,
+  `x.shape().to_vec()`) in an index or tuple form (`let l = x.shape()[1]`, `let shape =
+  array_shape(x); let l = shape[1]`, `let (b, l, _) = (shape[0], shape[1], shape[2])`,
+  `let (b, l, _) = x.dims3()?`, `let &[b, l, _] = x.shape() else { .. }`, `x.dim(1)`), and
+  names assigned from them.
 - Cache-length names: `cache.offset()`, `offset + l`, axis 1 or 2 of a cache or latent tensor.
 - Constants: `const NAME: T = 8;` anywhere in the file.
 """
@@ -20,6 +23,9 @@ _NOT_QUERY = ("self", "cache", "mask", "state")
 _CACHE_TENSORS = ("cache", "latent", "keys")
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _TUPLE_POSITION = {2: 1, 3: 1, 4: 2}
+# methods that return an array's shape, and conversions that keep it (mlx-rs, candle, tch)
+_SHAPE_METHODS = {"shape", "dims", "dimensions", "size", "dims3", "dims4", "size3", "size4"}
+_CONVERSIONS = {"to_vec", "as_slice", "as_ref", "clone", "unwrap", "expect", "to_owned"}
 
 
 def parser():
@@ -162,14 +168,29 @@ class Scope:
         )
 
     def _shape_of(self, node):
-        """x for `x.shape()`, else None."""
+        """x for a shape accessor of x, else None: a method (`x.shape()`, `x.dims()`,
+        `x.dims3()?`, `x.size()`), a free function whose name says shape (`array_shape(x)`,
+        `mlxcel_core::array_shape(&x)`, `ops::shape(&x)`), either followed by a conversion
+        (`.to_vec()`, `.as_slice()`, `.clone()`, `.unwrap()`)."""
         node = _unwrap(node)
         if node is None or node.type != "call_expression":
             return None
         fn = node.child_by_field_name("function")
-        if fn is not None and fn.type == "field_expression":
-            if _text(fn.child_by_field_name("field")) == "shape":
-                return fn.child_by_field_name("value")
+        args = node.child_by_field_name("arguments")
+        if fn is None or args is None:
+            return None
+        if fn.type == "field_expression":
+            method = _text(fn.child_by_field_name("field"))
+            receiver = fn.child_by_field_name("value")
+            if method in _CONVERSIONS and (method == "expect" or not args.named_children):
+                return self._shape_of(receiver)
+            if method in _SHAPE_METHODS and not args.named_children:
+                return receiver
+            return None
+        if fn.type in ("identifier", "scoped_identifier"):
+            name = _text(fn).rsplit("::", 1)[-1]
+            if "shape" in name.lower() and len(args.named_children) == 1:
+                return args.named_children[0]
         return None
 
     def _axis(self, node):

@@ -84,6 +84,7 @@ class BuildOps:
             "attention_instances": len(attention),
             "forced": bool(forcing),
             "guards": [vars(s) for s in forcing.sites] if forcing else [],
+            "searched": forcing.where() if forcing else "",  # where the guards were looked for
             "checkpoint": ckpt,
         }
         self.models[key] = {

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from mlagate.worker import blas
+
 SCHEMA = "mlagate.machine/1"
 FILE = "machine.json"
 
@@ -47,8 +49,11 @@ def memory_gib() -> float | None:
 
 
 def fixed() -> dict:
-    """What does not change during a run: for the fingerprint."""
-    return {"cpu_model": cpu_model(), "cores": os.cpu_count(), "memory_gib": memory_gib()}
+    """What does not change during a run: for the fingerprint (in a worker computing with
+    OpenBLAS, also its build: version, core type, threads)."""
+    facts = {"cpu_model": cpu_model(), "cores": os.cpu_count(), "memory_gib": memory_gib()}
+    built = blas.build()
+    return facts | ({"blas_build": built} if built else {})
 
 
 def load() -> dict:

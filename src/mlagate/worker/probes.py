@@ -21,6 +21,8 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from mlagate import guardmodel as gm
+
 FORCED_SUFFIX = "__mlagate_forced"
 GUARD_HOOK = "__mlagate_guard__"
 PATHS = ("absorbed", "materialised")
@@ -72,6 +74,11 @@ class Forcing:
     decisions: list[tuple[int, bool]] = field(
         default_factory=list
     )  # (site, natural choice is absorbed)
+    searched: list[str] = field(default_factory=list)  # where guards were looked for
+
+    def where(self) -> str:
+        """The class and the functions it really runs whose `if`s were read, as a phrase."""
+        return ", ".join(self.searched)
 
     def __call__(self, site: int, absorbed_when: bool, value):
         natural_absorbed = bool(value) == absorbed_when
@@ -81,117 +88,33 @@ class Forcing:
         return absorbed_when if self.mode == "absorbed" else not absorbed_when
 
 
-def _calls(stmts: list[ast.stmt]) -> list[ast.Call]:
+def _rewrite(sites: list[gm.Site], text: str, first_id: int = 0, file: str = "") -> list[GuardSite]:
+    """Make each guard's test ask the probe (GUARD_HOOK); the GuardSites, numbered from
+    first_id."""
     found = []
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "self"
-                and node.func.attr in ("embed_q", "unembed_out")
-            ):
-                found.append(node)
-    return found
-
-
-def _is_expansion(call: ast.Call) -> bool:
-    """embed_q(latent, transpose=False): the K expansion of the materialised path."""
-    if call.func.attr != "embed_q":
-        return False
-    flags = [kw.value for kw in call.keywords if kw.arg == "transpose"] + call.args[1:2]
-    return any(isinstance(f, ast.Constant) and f.value is False for f in flags)
-
-
-def _branch_kind(stmts: list[ast.stmt], latents: set[str]) -> str | None:
-    """materialised when the branch expands the latent (embed_q with transpose=False, or
-    unembed_out on an expression that some embed_q(..., transpose=False) expands), absorbed
-    when it only folds or unfolds, None when it touches neither projection."""
-    calls = _calls(stmts)
-    if not calls:
-        return None
-    expands = any(
-        _is_expansion(c)
-        or (c.func.attr == "unembed_out" and c.args and ast.dump(c.args[0]) in latents)
-        for c in calls
-    )
-    return "materialised" if expands else "absorbed"
-
-
-class _GuardRewriter(ast.NodeTransformer):
-    def __init__(self, cls_name: str | None, text: str, first_id: int = 0, file: str = ""):
-        self.cls_name, self.text, self.first_id, self.file = cls_name, text, first_id, file
-        self.sites: list[GuardSite] = []
-        self.latents: set[str] = set()
-        self._in_class = False
-        self._function = ""
-
-    def visit_ClassDef(self, node):
-        if node.name != self.cls_name:
-            return node
-        self.latents = {
-            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
-        }
-        self._in_class = True
-        self.generic_visit(node)
-        self._in_class = False
-        return node
-
-    def visit_FunctionDef(self, node):
-        if not self._in_class or self._function:
-            return self.generic_visit(node)
-        self._function = node.name  # a method of the class: its guards are its own
-        self.generic_visit(node)
-        self._function = ""
-        return node
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def rewrite_function(self, node: ast.FunctionDef) -> None:
-        """Rewrite the guards of one function (a method's replacement) alone."""
-        self.latents = {
-            ast.dump(c.args[0]) for c in _calls(node.body) if _is_expansion(c) and c.args
-        }
-        self._in_class = True
-        self.visit_FunctionDef(node)
-        self._in_class = False
-
-    def visit_If(self, node):
-        self.generic_visit(node)
-        if not self._in_class:
-            return node
-        body, orelse = (
-            _branch_kind(node.body, self.latents),
-            _branch_kind(node.orelse, self.latents),
+    for i, site in enumerate(sites):
+        node = site.node
+        found.append(
+            GuardSite(
+                first_id + i,
+                node.lineno,
+                site.guard.absorbed_when,
+                ast.get_source_segment(text, node.test) or "?",
+                site.function,
+                file,
+            )
         )
-        if body is None and orelse is None:
-            return node
-        if body == orelse:
-            return node  # both branches do the same thing: not a path guard
-        absorbed_when = body == "absorbed" if body is not None else orelse != "absorbed"
-        site = GuardSite(
-            self.first_id + len(self.sites),
-            node.lineno,
-            absorbed_when,
-            ast.get_source_segment(self.text, node.test) or "?",
-            self._function,
-            self.file,
-        )
-        self.sites.append(site)
         node.test = ast.Call(
             func=ast.Name(GUARD_HOOK, ast.Load()),
-            args=[ast.Constant(site.id), ast.Constant(absorbed_when), node.test],
+            args=[ast.Constant(first_id + i), ast.Constant(site.guard.absorbed_when), node.test],
             keywords=[],
         )
-        return node
+    return found
 
 
 def find_guards(text: str, cls_name: str) -> list[GuardSite]:
     """The guard sites of one attention class (the `if`s that pick a path)."""
-    rewriter = _GuardRewriter(cls_name, text)
-    rewriter.visit(ast.parse(text))
-    return rewriter.sites
+    return _rewrite(gm.class_guards(ast.parse(text), cls_name), text)
 
 
 def load_forced(import_path: str, cls_name: str):
@@ -206,9 +129,9 @@ def load_forced(import_path: str, cls_name: str):
     with open(spec.origin, encoding="utf-8") as fh:
         text = fh.read()
     tree = ast.parse(text, spec.origin)
-    rewriter = _GuardRewriter(cls_name, text)
-    tree = ast.fix_missing_locations(rewriter.visit(tree))
-    forcing = Forcing(sites=rewriter.sites)
+    forcing = Forcing(sites=_rewrite(gm.class_guards(tree, cls_name), text))
+    forcing.searched.append(f"{import_path}.{cls_name}")
+    tree = ast.fix_missing_locations(tree)
     name = import_path + FORCED_SUFFIX
     module = importlib.util.module_from_spec(
         importlib.util.spec_from_loader(name, loader=None, origin=spec.origin)
@@ -220,6 +143,7 @@ def load_forced(import_path: str, cls_name: str):
     exec(compile(tree, spec.origin, "exec"), module.__dict__)
     real = importlib.import_module(import_path)  # as the arm's activation left it
     _carry_replacements(real, module, cls_name, spec.origin, forcing)
+    _force_handoffs(module, cls_name, spec.origin, forcing)
     return module, forcing
 
 
@@ -250,9 +174,10 @@ def _carry_replacements(real, copy, cls_name: str, origin: str, forcing: Forcing
     for attr, fn in vars(real_cls).items():
         if not foreign(fn, origin):
             continue
-        first = 1 + max((s.id for s in forcing.sites), default=-1)  # ids stay unique
         forcing.sites = [s for s in forcing.sites if s.function != attr]
-        new, sites = _forced_function(unwrap(fn), forcing, first)
+        plain = unwrap(fn)
+        forcing.searched.append(f"its {attr} replaced by {_name(plain)}")
+        new, sites = _forced_function(plain, forcing, _next_id(forcing))
         forcing.sites += sites
         if isinstance(fn, staticmethod):
             new = staticmethod(new)
@@ -261,29 +186,100 @@ def _carry_replacements(real, copy, cls_name: str, origin: str, forcing: Forcing
         setattr(copy_cls, attr, new)
 
 
-def _forced_function(fn, forcing: Forcing, first_id: int):
-    """A copy of fn whose guards ask forcing; (fn itself, []) when its source cannot be found
-    or recompiled to the same free variables."""
+def _name(fn) -> str:
+    return f"{fn.__module__.removesuffix(FORCED_SUFFIX)}.{fn.__qualname__}"
+
+
+def _next_id(forcing: Forcing) -> int:
+    return 1 + max((s.id for s in forcing.sites), default=-1)  # ids stay unique
+
+
+def _force_handoffs(copy, cls_name: str, origin: str, forcing: Forcing) -> None:
+    """The functions the copy's own methods of cls_name hand self to (a module-level helper
+    holding the guards), forced in the copy's namespace."""
+    copy_cls = getattr(copy, cls_name, None)
+    if not isinstance(copy_cls, type):
+        return
+    for fn in vars(copy_cls).values():
+        fn = unwrap(fn)
+        if not isinstance(fn, types.FunctionType) or foreign(fn, origin):
+            continue
+        node = _definition(fn)
+        receiver = gm.receiver(node) if node is not None else None
+        if receiver is not None:
+            sites = _force_helpers(fn, node, receiver, copy.__dict__, forcing, _next_id(forcing))
+            forcing.sites += sites
+
+
+def _helper(fn, name: str):
+    """The plain function name means in fn's globals when it lies in fn's own top package."""
+    callee = fn.__globals__.get(name)
+    if not isinstance(callee, types.FunctionType) or callee is fn:
+        return None
+    package = fn.__module__.split(".")[0]
+    return callee if callee.__module__.split(".")[0] == package else None
+
+
+def _force_helpers(fn, node, receiver: str, namespace: dict, forcing, first_id: int, depth=0):
+    """Force the functions node hands receiver to, binding the forced copies in namespace;
+    their GuardSites."""
+    sites: list[GuardSite] = []
+    if depth > 3:
+        return sites
+    for name, where in gm.handoffs(node, receiver).items():
+        callee = _helper(fn, name)
+        defined = _definition(callee) if callee is not None else None
+        param = gm.parameter_at(defined, where) if defined is not None else None
+        if param is None:
+            continue
+        forcing.searched.append(f"{_name(callee)} it calls")
+        new, found = _forced_function(callee, forcing, first_id + len(sites), param, depth + 1)
+        if found:
+            namespace[name] = new
+            sites += found
+    return sites
+
+
+def _definition(fn):
+    """fn's FunctionDef, parsed from its file; None when its source cannot be read."""
     code = fn.__code__
     try:
         with open(code.co_filename, encoding="utf-8") as fh:
             text = fh.read()
     except OSError:
-        return fn, []
-    node = next(
+        return None
+    return _find_def(ast.parse(text, code.co_filename), code)
+
+
+def _find_def(tree, code):
+    return next(
         (
             n
-            for n in ast.walk(ast.parse(text, code.co_filename))
+            for n in ast.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.name == code.co_name
             and code.co_firstlineno in (n.lineno, *(d.lineno for d in n.decorator_list))
         ),
         None,
     )
+
+
+def _forced_function(fn, forcing: Forcing, first_id: int, receiver="self", depth=0):
+    """A copy of fn whose guards (and those of the functions it hands receiver to) ask
+    forcing; (fn itself, []) when its source cannot be found or recompiled to the same free
+    variables."""
+    code = fn.__code__
+    try:
+        with open(code.co_filename, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return fn, []
+    node = _find_def(ast.parse(text, code.co_filename), code)
     if node is None:
         return fn, []
-    rewriter = _GuardRewriter(None, text, first_id, code.co_filename)
-    rewriter.rewrite_function(node)
+    if depth == 0:
+        receiver = gm.receiver(node) or receiver
+    sites = _rewrite(gm.function_guards(node, receiver), text, first_id, code.co_filename)
     node.decorator_list = []
     # nested in a function that binds its free variables, so they compile as free variables
     outer = ast.parse("def __mlagate_outer__():\n    pass").body[0]
@@ -301,9 +297,10 @@ def _forced_function(fn, forcing: Forcing, first_id: int):
     if inner.co_freevars != code.co_freevars:
         return fn, []
     namespace = {**fn.__globals__, GUARD_HOOK: forcing}
+    sites += _force_helpers(fn, node, receiver, namespace, forcing, first_id + len(sites), depth)
     new = types.FunctionType(inner, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    return new, rewriter.sites
+    return new, sites
 
 
 # --- counters ---------------------------------------------------------------------------

@@ -8,7 +8,8 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
   mlagate.gate.modelargs.Source, never imported), with the runtime modules the worker imports
   by name (`models.cache`, `speculative.cache_state`, `utils`, `generate`, `processors`) and
   the arm's activation module; `baseline_runtime` likewise for an arm with a baseline.
-- `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs.
+- `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs
+  (mlagate.armidentity.reuse_data).
 - `suite`: the test body and its contract; `harness`: the mlagate code the suite runs
   through (the harness, the worker and every mlagate module they import), by content.
 - `matrix`: the case's resolved entry (suite gates, module config for the arm, geometry,
@@ -33,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlagate
+from mlagate import hashing
+from mlagate.armidentity import reuse_data
 from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
-from mlagate.matrix import Matrix, bundled, to_json
+from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
 from mlagate.suites import declaration
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
@@ -64,7 +67,7 @@ def file_sha(path: Path) -> str:
 
 @functools.cache
 def _sha(stamp: tuple) -> str:  # a file read once while it is unchanged
-    return hashlib.sha256(Path(stamp[0]).read_bytes()).hexdigest()
+    return hashing.file_sha(stamp[0])
 
 
 def _imports(path: Path) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
@@ -150,8 +153,7 @@ def harness_files(package: Path = PACKAGE) -> dict[str, str]:
 
 def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str, str]:
     """The suite's test body, its contract beside it, and the mlagate modules it imports."""
-    s = matrix.suites[suite]
-    path = s.path or bundled("suites") / s.kind / f"test_{suite}.py"
+    path = matrix.suites[suite].file
     contract = declaration(path)
     out = {
         "test": file_sha(path) if path.is_file() else "absent",
@@ -160,34 +162,6 @@ def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str
     starts = [m for lv, m, _ in _imports(path) if lv == 0 and m.split(".")[0] == "mlagate"]
     own = closure(package.parent, starts, {"mlagate"}, inits=True) if starts else {}
     return out | {f"imports/{k}": v for k, v in own.items()}
-
-
-def arm_data(inst: ArmInstall) -> dict:
-    """An arm's patches, overlaid files, activation and needs (not its id, role or source)."""
-    arm = inst.arm
-    act = arm.activate
-    return {
-        "patches": [file_sha(Path(p)) for p in arm.patches],
-        "overlay": [[f.dest, file_sha(Path(f.source))] for f in arm.overlay.files]
-        if arm.overlay
-        else [],
-        "activate": None
-        if act is None
-        else {
-            "module": act.module,
-            "function": act.function,
-            "env": dict(act.env),
-            "install": [_spec(s) for s in act.install],
-        },
-        "needs": sorted(arm.needs),
-    }
-
-
-def _spec(spec: str) -> str:
-    path = Path(spec)
-    if path.is_file():
-        return f"{path.name}:{file_sha(path)}"
-    return spec
 
 
 def case_entry(matrix: Matrix, case: Case) -> dict:
@@ -310,7 +284,7 @@ class Deriver:
         if (arm, import_path) not in self._runtime:
             inst = self.installs[arm]
             self._runtime[(arm, import_path)] = digest(
-                {"files": runtime_files(inst, import_path), "arm": arm_data(inst)}
+                {"files": runtime_files(inst, import_path), "arm": reuse_data(inst.arm)}
             )
         return self._runtime[(arm, import_path)]
 

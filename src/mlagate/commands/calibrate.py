@@ -1,0 +1,161 @@
+"""`mlagate calibrate`: budgets proposed from a runner's own measurements, with the evidence.
+
+This slice covers the performance gates' separation: from result folders of `mlagate run` made
+on one runner (the shipped arms: stock controls and fixed arms), for each gate that judges an
+interval against a bound (SEPARATION), the fixed arms' highest interval top and the stock
+arms' lowest interval bottom. Where the first lies below the second, the proposed bound is
+their geometric mean; where it does not, the measurements cannot support any bound and the
+gate is refused (named, with both ends). Writes OUT/calibration.json (mlagate.calibration/1:
+every case's interval, per gate) and OUT/budgets.yaml (a matrix snippet of the proposals).
+Exit 0 when every gate found got a proposal, 1 when one was refused, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlagate import results, safefiles
+from mlagate.gate import merge
+from mlagate.gate.errors import UsageError
+
+SCHEMA = "mlagate.calibration/1"
+
+
+@dataclass(frozen=True)
+class Separation:
+    """A gate judged by an interval whose values above the bound fail: where its statistic and
+    interval lie in a result's metrics, its matrix key, and whether that is keyed by backend."""
+
+    suite: str
+    gate: str
+    value: tuple[str, ...]
+    interval: tuple[str, ...]
+    per_backend: bool = True
+
+
+SEPARATION = (
+    Separation("speculative", "max_verify_growth", ("gate", "verify_growth"), ("gate", "interval")),
+    Separation(
+        "marginal_cost", "max_relative", ("gate", "relative_marginal"), ("gate", "ci"), False
+    ),
+)
+
+
+def _dig(metrics: dict, path: tuple[str, ...]):
+    for key in path:
+        metrics = metrics.get(key) if isinstance(metrics, dict) else None
+    return metrics
+
+
+def observed(rows: list[dict], sep: Separation) -> list[dict]:
+    """Each measured case of the gate's suite: arm, module, geometry, control or fixed, the
+    statistic and its interval (cases without them, argued or invalid ones, are left out)."""
+    out = []
+    for r in rows:
+        value = _dig(r.get("metrics") or {}, sep.value)
+        interval = _dig(r.get("metrics") or {}, sep.interval)
+        if r["suite"] != sep.suite or value is None or not interval:
+            continue
+        out.append(
+            {
+                "case": r["case_id"],
+                "arm": r["arm"],
+                "module": r["module"],
+                "geometry": results.geometry_label(r),
+                "control": bool(r.get("control")),
+                "value": value,
+                "interval": [float(interval[0]), float(interval[1])],
+            }
+        )
+    return out
+
+
+def propose(cases: list[dict]) -> dict:
+    """The proposal for one gate from its cases: the bound, or why none can be supported."""
+    stock = [c["interval"][0] for c in cases if c["control"]]
+    fixed = [c["interval"][1] for c in cases if not c["control"]]
+    if not stock or not fixed:
+        which = "stock (control)" if not stock else "fixed"
+        return {"bound": None, "refused": f"no {which} arm measured"}
+    floor, ceiling = max(fixed), min(stock)
+    ends = {"fixed_top": floor, "stock_bottom": ceiling}
+    if floor <= 0 or floor >= ceiling:
+        return {
+            "bound": None,
+            **ends,
+            "refused": f"fixed arms' intervals reach {floor:.3g}, stock arms' start at "
+            f"{ceiling:.3g}: no bound separates them",
+        }
+    return {"bound": round(math.sqrt(floor * ceiling), 3), **ends, "refused": None}
+
+
+def calibrate(rows: list[dict], runner: str) -> dict:
+    """The calibration document of one runner from its results."""
+    mine = [r for r in rows if r.get("runner") == runner]
+    if not mine:
+        raise UsageError(f"calibrate: no results of runner {runner}")
+    backends = sorted({r["backend"] for r in mine})
+    if len(backends) != 1:
+        raise UsageError(f"calibrate: runner {runner}'s results span backends {backends}")
+    gates = []
+    for sep in SEPARATION:
+        cases = observed(mine, sep)
+        if cases:
+            gates.append(
+                {
+                    "suite": sep.suite,
+                    "gate": sep.gate,
+                    "per_backend": sep.per_backend,
+                    **propose(cases),
+                    "cases": cases,
+                }
+            )
+    if not gates:
+        names = ", ".join(sorted({s.suite for s in SEPARATION}))
+        raise UsageError(f"calibrate: runner {runner} has no measured case of {names}")
+    return {"schema": SCHEMA, "runner": runner, "backend": backends[0], "gates": gates}
+
+
+def snippet(doc: dict) -> str:
+    """The matrix snippet of the proposals (refused gates as comments)."""
+    lines = [f"# mlagate calibrate --runner {doc['runner']}: proposals from calibration.json"]
+    lines.append("suites:")
+    for g in doc["gates"]:
+        lines += [f"  {g['suite']}:", "    gates:"]
+        if g["bound"] is None:
+            lines.append(f"      # {g['gate']}: refused: {g['refused']}")
+        else:
+            value = f"{{{doc['backend']}: {g['bound']}}}" if g["per_backend"] else g["bound"]
+            lines.append(
+                f"      {g['gate']}: {value}  # fixed arms up to {g['fixed_top']:.3g}, stock arms "
+                f"from {g['stock_bottom']:.3g}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="propose a runner's budgets from its own measurements")
+    p.add_argument("dirs", nargs="+", type=Path, help="output folders of mlagate run on it")
+    p.add_argument("--runner", required=True, help="the runner label whose results count")
+    p.add_argument("--out", type=Path, default=Path("reports/calibrate"), help="output folder")
+
+
+def main(args) -> int:
+    from mlagate import documents
+
+    for d in args.dirs:
+        if not d.is_dir():
+            raise UsageError(f"calibrate: {d}: not a folder")
+    rows = [results.read(p) for d in args.dirs for p in sorted(merge.results_dir(d).glob("*.json"))]
+    doc = documents.validate(calibrate(rows, args.runner), "calibration", "calibration")
+    args.out.mkdir(parents=True, exist_ok=True)
+    safefiles.write_text(args.out / "calibration.json", json.dumps(doc, indent=1) + "\n")
+    safefiles.write_text(args.out / "budgets.yaml", snippet(doc))
+    for g in doc["gates"]:
+        said = f"proposed {g['bound']}" if g["bound"] is not None else f"refused: {g['refused']}"
+        print(f"{g['suite']}.{g['gate']} ({doc['backend']}): {said}")
+    print(f"wrote {args.out / 'budgets.yaml'} and {args.out / 'calibration.json'}")
+    return 1 if any(g["bound"] is None for g in doc["gates"]) else 0

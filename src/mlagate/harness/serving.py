@@ -1,0 +1,121 @@
+"""The serving suites' side of the harness: the rows and steps a serving case feeds, the worker
+op that runs them (mlagate.worker.serving), and how a reply is judged.
+
+A reply holds, per row and step, the error in ULPs of the dtype at max |logits| of the tested
+side (batched, quantized or reused) against the same tokens run as one plain sequence, and the
+path the counters saw on each side. An error within the same-path budget passes; where the two
+sides took different paths (a batch decides once for all its rows, on its padded length) the
+cross-path budget applies.
+"""
+
+from __future__ import annotations
+
+import random
+
+from mlagate.harness import give_up, scripts
+
+PATHS = ("absorbed", "materialised")
+
+
+def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict]]:
+    """Prompts of the lengths gates.rows (ragged; the longest unpadded) and the steps fed after
+    them: one step of each width of gates.widths (every row gets its own tokens), then, when
+    gates.rejected, a step of the widest width of which the last `rejected` tokens are trimmed
+    back, and a decode."""
+    rng = random.Random(seed)
+    rows = [scripts.tokens(rng, vocab, n) for n in g["rows"]]
+    steps = [
+        {"tokens": [scripts.tokens(rng, vocab, w) for _ in rows], "width": w} for w in g["widths"]
+    ]
+    if g.get("rejected"):
+        w = max(g["widths"])
+        steps.append(
+            {
+                "tokens": [scripts.tokens(rng, vocab, w) for _ in rows],
+                "width": w,
+                "trim": g["rejected"],
+            }
+        )
+        steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
+    return rows, steps
+
+
+def forces(info: dict) -> list[str | None]:
+    """The natural path, and both forced paths where the module can be forced."""
+    return [None, *PATHS] if info["guards"] else [None]
+
+
+def serve(mla, key: str, rows, steps, force, **req) -> dict:
+    """The worker's `serve` op on the case's arm."""
+    return mla.call(
+        "serve",
+        key=key,
+        rows=rows,
+        steps=[{k: v for k, v in s.items() if k != "width"} for s in steps],
+        force=force,
+        dtype=mla.case.dtype,
+        **req,
+    )
+
+
+def judge(reply: dict, label: str, same: float, cross: float, kind: str, steps) -> tuple:
+    """(problems, table row) of one reply: the tested side raised (runtime_raised), the
+    reference raised (runtime_raised: it runs the same runtime), or a row and step over its
+    budget (`kind`). The table row: worst ULPs, rows and steps compared, how many took another
+    path than their plain run, and the cache classes each side used."""
+    problems = []
+    for side in ("tested", "reference"):
+        err = reply["errors"][side]
+        if err:
+            what = "" if side == "tested" else " (the plain run of the same rows)"
+            problems.append(
+                (
+                    "runtime_raised",
+                    f"{label}: the runtime raised{what}: {err['error']} at {err['at']}",
+                )
+            )
+    worst, other, over = 0.0, 0, set()
+    for r in reply["rows"]:
+        differ = r["tested_path"] != r["reference_path"]
+        other += differ
+        limit = cross if differ else same
+        worst = max(worst, r["ulps"])
+        if not r["ulps"] <= limit:
+            over.add(r["row"])
+            w = _where(r["step"], steps)
+            problems.append(
+                (
+                    kind,
+                    f"{label}: row {r['row']} {w}: {r['ulps']:.1f} ULP from its plain run "
+                    f"(budget {limit}; paths {r['tested_path']} vs {r['reference_path']}; "
+                    f"first column {r['first']})",
+                )
+            )
+    table = {
+        "max_ulps": round(worst, 3),
+        "compared": len(reply["rows"]),
+        "other_path": other,
+        "rows_over": sorted(over),
+        "classes": reply["classes"],
+        "route": reply.get("route"),
+    }
+    if reply.get("untrimmable"):
+        table["rejection"] = (
+            f"not expressible: {', '.join(reply['untrimmable'])} cannot be trimmed (the "
+            "rejected tokens stay on both sides)"
+        )
+    return problems, table
+
+
+def _where(step: int, steps) -> str:
+    return "prefill" if step == 0 else f"step {step} (L={steps[step - 1]['width']})"
+
+
+def check_forced(reply: dict, force, label: str, problems: list) -> None:
+    """A forced run whose counters saw another path measured nothing forced: invalid."""
+    if force is None:
+        return
+    seen = {r[k] for r in reply["rows"] for k in ("tested_path", "reference_path")}
+    seen -= {force, None}
+    if seen:
+        give_up(f"{label}: forced {force} but the counters saw {sorted(seen)}", problems)

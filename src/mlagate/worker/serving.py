@@ -1,0 +1,301 @@
+"""Serving configurations inside a worker: rows run batched through the runtime's own batch
+caches, caches quantized through its own entry points, and prompt caches reused through its
+own functions, each compared in the worker with the same tokens run as one plain sequence.
+
+`ServingOps` is mixed into the worker (mlagate.worker.server.Worker); its ops are `serve`
+(batched or single rows, quantized or not) and `reuse` (a prompt cache saved and loaded, or
+trimmed back to a shared prefix, then continued). Only small verdict evidence crosses the
+pipe: per row and step, the error in ULPs, the path each side took, and the cache classes
+that held the tokens.
+
+How each runtime batches (its own code, found by what it has):
+- mlx-vlm: `generate.ar._make_cache(model, left_padding, kv_bits=..., kv_group_size=...)`
+  (its caches' batch forms: BatchKVCache, BatchQuantizedKVCache, BatchPoolingCache, a cache's
+  own to_batch()), left-padded prompts, and the per-row padding mask passed as
+  `attention_mask` with the prompt, as its batched generation passes the processor's mask;
+  decode and verify steps pass none.
+- mlx-lm: `generate._merge_caches` over one `make_prompt_cache(model)` a row, right-padded
+  prompts with each cache's `prepare(lengths=, right_padding=)` and `finalize()` after the
+  prefill (its PromptProcessingBatch.prompt); the model builds the mask from the cache.
+Quantization: the runtime's `maybe_quantize_kv_cache` (mlx-lm `generate`, mlx-vlm
+`generate.common`) after each call, from the first token (quantized_kv_start 0).
+
+Imports only the stdlib at module level; MLX and the runtime arrive through the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+
+from mlagate.worker.importers import REAL_INITS, AbsentImporter, run_init
+from mlagate.worker.rollback import leaves
+from mlagate.worker.stepping import root_of
+from mlagate.worker.ulps import BITS, ulp
+
+# Packages mlx-vlm's generate/ar.py (where _make_cache lives) imports at the top for servers,
+# progress bars and media; batching token ids never calls them. Placeholders only where absent.
+SERVING_ABSENT_OK = (
+    "transformers",
+    "huggingface_hub",
+    "numpy",
+    "tqdm",
+    "requests",
+    "cv2",
+    "soundfile",
+    "scipy",
+    "av",
+    "datasets",
+    "fastapi",
+    "uvicorn",
+)
+
+
+class NotServable(RuntimeError):
+    """The runtime has no way to serve this configuration (an entry point it lacks)."""
+
+
+class Side:
+    """One side of a comparison: its logits per (row, step), paths and cache classes."""
+
+    def __init__(self):
+        self.logits: dict[tuple[int, int], object] = {}
+        self.paths: dict[tuple[int, int], str] = {}
+        self.classes: set[str] = set()
+        self.error: dict | None = None
+        self.untrimmable: list[str] = []  # caches the runtime cannot trim: rejection not run
+
+
+class ServingOps:
+    """Worker ops of the serving configurations (mixed into the worker)."""
+
+    _serving_absent = None
+
+    def _serving_runtime(self, entry: dict, name: str):
+        """A runtime module by name, or None where the runtime has no such module."""
+        root = root_of(self, entry)
+        if ServingOps._serving_absent is None:
+            ServingOps._serving_absent = AbsentImporter(SERVING_ABSENT_OK)
+            sys.meta_path.append(ServingOps._serving_absent)
+        if importlib.util.find_spec(f"{root}.{name.split('.')[0]}") is None:
+            return None
+        for package in REAL_INITS.get(name.split(".")[0], ()):
+            if importlib.util.find_spec(f"{root}.{package}") is not None:
+                run_init(importlib.import_module(f"{root}.{package}"))
+        try:
+            module = importlib.import_module(f"{root}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith(root):
+                return None
+            raise
+        self._in_arm(module)
+        return module
+
+    def _cache_module(self, entry: dict):
+        return importlib.import_module(f"{root_of(self, entry)}.models.cache")
+
+    def _route(self, entry: dict) -> str:
+        """The runtime's batching route: "vlm" (_make_cache, left padding, attention_mask) or
+        "lm" (_merge_caches, right padding, prepare/finalize)."""
+        ar = self._serving_runtime(entry, "generate.ar")
+        if ar is not None and hasattr(ar, "_make_cache"):
+            return "vlm"
+        gen = self._serving_runtime(entry, "generate")
+        if gen is not None and hasattr(gen, "_merge_caches"):
+            return "lm"
+        raise NotServable("the runtime has neither generate.ar._make_cache nor _merge_caches")
+
+    def _quantizer(self, entry: dict):
+        for name in ("generate.common", "generate"):
+            mod = self._serving_runtime(entry, name)
+            if mod is not None and hasattr(mod, "maybe_quantize_kv_cache"):
+                return mod.maybe_quantize_kv_cache
+        raise NotServable("the runtime has no maybe_quantize_kv_cache")
+
+    # --- op serve ------------------------------------------------------------------------
+
+    def op_serve(self, req: dict) -> dict:
+        """Rows (token lists, ragged) prefilled, then `steps` of new tokens per row (a step:
+        {"tokens": [[row 0], [row 1], ...], "trim": k}: k tokens dropped after it through the
+        runtime's trim), run `batched` or each row alone, with `quant` ({bits, group_size}) or
+        not; compared per row and step with `reference` (the same tokens, each row alone,
+        unquantized unless reference_quant). Both sides run under `force`."""
+        entry = self.models[req["key"]]
+        if req.get("force") is not None and entry["forcing"] is None:
+            raise RuntimeError("forcing asked of a model built without forced guards")
+        try:
+            tested = self._side(entry, req, req.get("batched", True), req.get("quant"))
+        except NotServable as exc:
+            return {"not_servable": str(exc)}
+        ref = self._side(entry, req, False, req.get("reference_quant"))
+        return self._compare(tested, ref, req)
+
+    def _side(self, entry: dict, req: dict, batched: bool, quant: dict | None) -> Side:
+        side = Side()
+        try:
+            if batched:
+                self._run_batched(entry, req, quant, side)
+            else:
+                for row in range(len(req["rows"])):
+                    self._run_single(entry, req, row, quant, side)
+        except NotServable:
+            raise
+        except Exception as exc:  # noqa: BLE001  (the runtime raised: evidence, not a crash)
+            from mlagate.worker import tracing  # noqa: PLC0415
+
+            side.error = {
+                "error": f"{type(exc).__name__}: {exc}",
+                "at": tracing.runtime_frame(exc, self.arm_dir),
+            }
+        return side
+
+    def _call(self, entry: dict, tokens, cache, force, side: Side, where, **kw):
+        """One forward under force; the path the counters saw recorded for each (row, step) of
+        `where`."""
+        mx, counters, forcing = self.mx, entry["counters"], entry["forcing"]
+        counters.clear()
+        if forcing:
+            forcing.mode = force
+        try:
+            out = entry["model"](tokens, cache=cache, **kw)
+        finally:
+            if forcing:
+                forcing.mode = None
+        logits = getattr(out, "logits", out)
+        mx.eval(logits)
+        path = counters.summary()["path"]
+        for key in where:
+            side.paths[key] = path
+        side.classes |= {type(c).__name__ for c in leaves(cache)}
+        return logits
+
+    def _run_single(self, entry: dict, req: dict, row: int, quant, side: Side) -> None:
+        mx, force = self.mx, req.get("force")
+        cache = self._cache_module(entry).make_prompt_cache(entry["model"])
+        quantize = self._quantizer(entry) if quant else None
+        prompt = mx.array([req["rows"][row]], dtype=mx.int32)
+        side.logits[(row, 0)] = self._call(entry, prompt, cache, force, side, [(row, 0)])[0]
+        if quantize:
+            quantize(cache, 0, quant["group_size"], quant["bits"])
+        for s, step in enumerate(req["steps"], start=1):
+            tokens = mx.array([step["tokens"][row]], dtype=mx.int32)
+            side.logits[(row, s)] = self._call(entry, tokens, cache, force, side, [(row, s)])[0]
+            if quantize:
+                quantize(cache, 0, quant["group_size"], quant["bits"])
+            if step.get("trim"):
+                self._trim(entry, cache, step["trim"], side)
+
+    def _run_batched(self, entry: dict, req: dict, quant, side: Side) -> None:
+        mx, force, rows = self.mx, req.get("force"), req["rows"]
+        keys = [(r, 0) for r in range(len(rows))]
+        lengths = [len(r) for r in rows]
+        width = max(lengths)
+        pads = [width - n for n in lengths]
+        if self._route(entry) == "vlm":
+            cache = self._serving_runtime(entry, "generate.ar")._make_cache(
+                entry["model"],
+                pads,
+                **(
+                    {"kv_bits": quant["bits"], "kv_group_size": quant["group_size"]}
+                    if quant
+                    else {}
+                ),
+            )
+            tokens = mx.array([[0] * p + r for p, r in zip(pads, rows, strict=True)], mx.int32)
+            mask = mx.array([[0] * p + [1] * n for p, n in zip(pads, lengths, strict=True)])
+            kw = {"attention_mask": mask} if _takes_mask(entry["model"]) else {}
+            out = self._call(entry, tokens, cache, force, side, keys, **kw)
+            for r, p in enumerate(pads):
+                side.logits[(r, 0)] = out[r, p:]
+            quantize = None
+        else:
+            gen, cm = self._serving_runtime(entry, "generate"), self._cache_module(entry)
+            cache = gen._merge_caches([cm.make_prompt_cache(entry["model"]) for _ in rows])
+            tokens = mx.array([r + [0] * p for p, r in zip(pads, rows, strict=True)], mx.int32)
+            if max(pads):
+                for c in cache:
+                    c.prepare(lengths=lengths, right_padding=pads)
+            out = self._call(entry, tokens, cache, force, side, keys)
+            if max(pads):
+                for c in cache:
+                    c.finalize()
+            for r, n in enumerate(lengths):
+                side.logits[(r, 0)] = out[r, :n]
+            quantize = self._quantizer(entry) if quant else None
+            if quantize:
+                quantize(cache, 0, quant["group_size"], quant["bits"])
+        for s, step in enumerate(req["steps"], start=1):
+            tokens = mx.array(step["tokens"], dtype=mx.int32)
+            out = self._call(entry, tokens, cache, force, side, [(r, s) for r in range(len(rows))])
+            for r in range(len(rows)):
+                side.logits[(r, s)] = out[r]
+            if quantize:
+                quantize(cache, 0, quant["group_size"], quant["bits"])
+            if step.get("trim"):
+                self._trim(entry, cache, step["trim"], side)
+
+    def _trim(self, entry: dict, cache, n: int, side: Side) -> None:
+        """Drop the last n tokens through the runtime's trim_prompt_cache, else each cache's
+        trim; a cache without trim (or that says it cannot be trimmed) leaves the tokens in
+        place and is recorded: the rejection is not expressible there."""
+        refused = sorted(
+            {
+                type(c).__name__
+                for c in leaves(cache)
+                if not hasattr(c, "trim") or (hasattr(c, "is_trimmable") and not c.is_trimmable())
+            }
+        )
+        if refused:
+            side.untrimmable = refused
+            return
+        cm = self._cache_module(entry)
+        if hasattr(cm, "trim_prompt_cache"):
+            cm.trim_prompt_cache(cache, n)
+        else:
+            for c in cache:
+                c.trim(n)
+
+    def _compare(self, tested: Side, ref: Side, req: dict) -> dict:
+        mx, bits = self.mx, BITS[req.get("dtype", "float32")]
+        rows = []
+        for key in sorted(ref.logits):
+            if key not in tested.logits:
+                continue
+            R = ref.logits[key].astype(mx.float32)
+            T = tested.logits[key].astype(mx.float32)
+            unit = ulp(mx.max(mx.abs(R)).item(), bits)
+            per = (mx.max(mx.abs(T - R), axis=-1) / unit).tolist()
+            worst = max(per)
+            rows.append(
+                {
+                    "row": key[0],
+                    "step": key[1],
+                    "ulps": worst,
+                    "first": next((i for i, e in enumerate(per) if e > 0), None),
+                    "tested_path": tested.paths.get(key),
+                    "reference_path": ref.paths.get(key),
+                }
+            )
+        return {
+            "rows": rows,
+            "errors": {"tested": tested.error, "reference": ref.error},
+            "classes": {"tested": sorted(tested.classes), "reference": sorted(ref.classes)},
+            "route": self._route_or_none(req),
+            "untrimmable": sorted(set(tested.untrimmable) | set(ref.untrimmable)),
+        }
+
+    def _route_or_none(self, req: dict) -> str | None:
+        try:
+            return self._route(self.models[req["key"]])
+        except NotServable:
+            return None
+
+
+def _takes_mask(model) -> bool:
+    """Whether the model's call takes the caller's padding mask (`attention_mask`, named or
+    through **kwargs, as mlx-vlm's language models do)."""
+    params = inspect.signature(type(model).__call__).parameters
+    return "attention_mask" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )

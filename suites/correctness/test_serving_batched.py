@@ -1,0 +1,43 @@
+"""serving_batched: rows served together through the runtime's own batch caches equal each row
+served alone.
+
+B = len(gates.rows) prompts of ragged lengths (the longest unpadded, the others left-padded as
+the runtime pads them) are prefilled in one call through the runtime's batching code
+(mlagate.worker.serving: mlx-vlm's `_make_cache` with the padding mask passed as
+`attention_mask`, mlx-lm's `_merge_caches` with prepare/finalize), then fed one step of each
+width of gates.widths (decode and verify steps on warm caches), a verify step whose last
+gates.rejected tokens are trimmed back through the runtime's trim, and a decode. Each row's
+logits at every step equal the same tokens run as one sequence through the runtime's plain
+cache (make_prompt_cache): within gates.same_path_ulps (0: bitwise) where both took the same
+path, within gates.cross_path_ulps where the batch, which decides once for all its rows on its
+padded length, took another path than the row alone.
+
+It runs on the natural path and, where the module can be forced, on both forced paths (both
+sides forced alike). The cache classes each side used are kept as evidence.
+"""
+
+from mlagate.harness import check
+from mlagate.harness import serving as sv
+from mlagate.harness.scripts import budget
+
+
+def test_serving_batched(mla):
+    g = mla.gates
+    key, info = mla.build(forced=True)
+    backend = mla.case.backend
+    same = budget(g["sparse_same_path_ulps" if mla.module.sparse else "same_path_ulps"], backend)
+    cross = budget(g["cross_path_ulps"], backend)
+    rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
+    problems, table = [], {}
+    for force in sv.forces(info):
+        label = f"path={force or 'natural'}"
+        reply = sv.serve(mla, key, rows, steps, force, batched=True)
+        if "not_servable" in reply:
+            problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
+            break
+        found, table[label] = sv.judge(reply, label, same, cross, "batch_row_mismatch", steps)
+        problems += found
+        sv.check_forced(reply, force, label, problems)
+    mla.metric("cases", table)
+    mla.metric("shape", {"rows": list(g["rows"]), "widths": list(g["widths"])})
+    check(problems)

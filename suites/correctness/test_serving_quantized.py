@@ -1,0 +1,72 @@
+"""serving_quantized: a KV cache quantized through the runtime's own entry points serves the same
+tokens as the plain cache, within a budget per bit width, on the same path.
+
+For each bit width of gates.bits (group gates.group_size): the rows and steps of
+serving_batched's kind (gates.rows, gates.widths) run with the cache quantized from the first
+token, as the runtime's `--kv-bits` serving does it (mlagate.worker.serving: its
+`maybe_quantize_kv_cache` after every call; batched: mlx-vlm's `_make_cache(kv_bits=...)`,
+which builds its batched quantized caches). Each row and step is compared with the same tokens
+run alone on the plain cache:
+- equivalence: within gates.quant_ulps[bits] (ULPs of the dtype at max |logits|);
+- dispatch: the quantized run takes the path the plain run takes (the counters, each step);
+- a quantized run whose caches hold no quantized class measured nothing quantized (the
+  runtime has no quantized form of that cache: not_servable).
+gates.modes says which of single and batched run. On the natural path and both forced paths;
+the first configuration in which the runtime raises ends the case (its verdict).
+"""
+
+from mlagate.harness import check
+from mlagate.harness import serving as sv
+from mlagate.harness.scripts import budget
+
+
+def _quantized(reply: dict) -> bool:
+    return any("Quant" in c for c in reply["classes"]["tested"])
+
+
+def test_serving_quantized(mla):
+    g = mla.gates
+    key, info = mla.build(forced=True)
+    rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
+    problems, table = [], {}
+    for q in g["bits"]:
+        bits = int(q[1:])
+        quant = {"bits": bits, "group_size": g["group_size"]}
+        limit = budget(g["quant_ulps"][q], mla.case.backend)
+        for mode in g["modes"]:
+            for force in sv.forces(info):
+                label = f"q{bits}g{g['group_size']}/{mode}/path={force or 'natural'}"
+                reply = sv.serve(
+                    mla, key, rows, steps, force, batched=mode == "batched", quant=quant
+                )
+                if "not_servable" in reply:
+                    problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
+                    break
+                found, table[label] = sv.judge(
+                    reply, label, limit, 0.0, "quantized_mismatch", steps
+                )
+                problems += found
+                if reply["rows"] and not reply["errors"]["tested"] and not _quantized(reply):
+                    problems.append(
+                        (
+                            "not_servable",
+                            f"{label}: nothing was quantized: the caches were "
+                            f"{', '.join(reply['classes']['tested'])}",
+                        )
+                    )
+                wrong = [r for r in reply["rows"] if r["tested_path"] != r["reference_path"]]
+                if wrong:
+                    w = wrong[0]
+                    problems.append(
+                        (
+                            "wrong_path",
+                            f"{label}: row {w['row']} step {w['step']} took {w['tested_path']} "
+                            f"quantized, {w['reference_path']} plain ({len(wrong)} such)",
+                        )
+                    )
+                sv.check_forced(reply, force, label, problems)
+                if reply["errors"]["tested"]:
+                    mla.metric("cases", table)
+                    check(problems)  # the runtime raised: the first finding is the verdict
+    mla.metric("cases", table)
+    check(problems)

@@ -1,0 +1,92 @@
+"""The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
+cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
+the batch cache's padding term) in its quantized cache (its biases dropped when read back) and in
+its prompt-cache round trip (a loaded cache loses its last token).
+Each fails the suite that serves through what it broke, there only (the padding defects on the
+padded rows only), and passes the others and probes,
+a single-sequence suite that cannot see them; the unplanted arms pass every one."""
+
+import json
+
+import pytest
+
+from .conftest import FIXTURES
+
+MATRIX = FIXTURES / "fake-serving.yaml"
+PLANTED = ("fake-batchbug", "fake-padblind")
+SUITES = ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes")
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    from .conftest import cli
+
+    out = tmp_path_factory.mktemp("serving")
+    cache = tmp_path_factory.mktemp("cache")
+    args = ["run", "--matrix", MATRIX, "--out", out, "-n", "2", "--module", "fake/good"]
+    for suite in SUITES:
+        args += ["--suite", suite]
+    proc = cli(*args, cache=cache)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    return {(r["suite"], r["arm"]): r for r in rows}
+
+
+@pytest.mark.parametrize("arm", PLANTED)
+def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(verdicts, arm):
+    r = verdicts[("serving_batched", arm)]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["batch_row_mismatch"]
+    assert "row 1 step 1 (L=1)" in r["reason"]
+    for path, row in r["metrics"]["cases"].items():
+        assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
+        assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
+    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # one sequence each
+        assert verdicts[(suite, arm)]["verdict"] == "pass", suite
+
+
+def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts):
+    r = verdicts[("serving_quantized", "fake-quantbug")]
+    assert r["verdict"] == "fail", r["reason"]
+    assert r["failure"]["kinds"] == ["quantized_mismatch"], r["reason"]
+    for label, row in r["metrics"]["cases"].items():
+        assert row["rows_over"] == [0, 1, 2], label
+    for suite in ("probes", "serving_batched", "serving_prompt_reuse"):
+        assert verdicts[(suite, "fake-quantbug")]["verdict"] == "pass", suite
+
+
+def test_a_planted_round_trip_defect_fails_save_and_load_and_not_trim(verdicts):
+    r = verdicts[("serving_prompt_reuse", "fake-roundtrip")]
+    assert r["verdict"] == "fail", r["reason"]
+    assert r["failure"]["kinds"] == ["reuse_mismatch"], r["reason"]
+    cases = r["metrics"]["cases"]
+    assert len(cases) == 2 * (1 + 3)  # per mode: the first prefix natural, the last on 3 paths
+    for label, row in cases.items():
+        assert (row["kept_ulps"] > 0) == label.startswith("save_load/"), label
+    for suite in ("probes", "serving_batched", "serving_quantized"):
+        assert verdicts[(suite, "fake-roundtrip")]["verdict"] == "pass", suite
+    stock = verdicts[("serving_prompt_reuse", "fake-stock")]
+    assert stock["verdict"] == "pass", stock["reason"]
+    assert all(row["kept_ulps"] == 0 for row in stock["metrics"]["cases"].values())
+
+
+@pytest.mark.parametrize("arm", ["fake-stock", "fake-patched"])
+def test_a_working_batch_cache_gives_every_row_its_plain_run_bitwise(verdicts, arm):
+    r = verdicts[("serving_batched", arm)]
+    assert r["verdict"] == "pass", r["reason"]
+    cases = r["metrics"]["cases"]
+    assert set(cases) == {"path=natural", "path=absorbed", "path=materialised"}
+    assert all(c["max_ulps"] == 0 and c["compared"] == 3 * 8 for c in cases.values())
+    assert cases["path=natural"]["classes"] == {
+        "tested": ["BatchKVCache"],
+        "reference": ["KVCache"],
+    }
+
+
+def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
+    r = verdicts[("serving_quantized", "fake-stock")]
+    assert r["verdict"] == "pass", r["reason"]
+    cases = r["metrics"]["cases"]
+    assert len(cases) == 2 * 3  # q8 and q4, natural and both forced paths
+    for label, row in cases.items():
+        assert "QuantizedKVCache" in row["classes"]["tested"], label
+        assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
