@@ -40,7 +40,7 @@ class CaseRun(Shapes, Timing):
             replay += f" --matrix {ctx.matrix.path}"
         self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=replay)
         suite = ctx.matrix.suites[case.suite]
-        self.result.metrics_version = metrics.version(suite.id, {suite.id: suite.path})
+        self.result.metrics_version = metrics.version(suite.id, {suite.id: suite.file})
         self.result.geometry = {
             "id": self.geometry.id,
             "r": self.geometry.kv_lora_rank,
