@@ -100,3 +100,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"mlagate: error: calibrate: {tmp_path / 'nowhere'}: not a folder"
     ]
+
+
+def test_a_calibrated_gate_may_be_uncalibrated_and_no_other_may():
+    from mlagate import matrix
+    from mlagate.gates import UNCALIBRATED
+    from mlagate.matrix import MatrixError
+
+    from .conftest import ROOT
+
+    shipped = (ROOT / "matrix.yaml").read_text()
+    m = matrix.parse(shipped, ROOT / "matrix.yaml")
+    assert m.suites["speculative"].gates["max_verify_growth"]["metal"] == UNCALIBRATED
+    line = "      samples_at_formula: 15"
+    bad = shipped.replace(line, "      samples_at_formula: uncalibrated", 1)
+    with pytest.raises(MatrixError, match="got 'uncalibrated'$"):
+        matrix.parse(bad, ROOT / "matrix.yaml")

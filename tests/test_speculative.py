@@ -19,6 +19,8 @@ from .conftest import FIXTURES, ROOT
 
 MATRIX = FIXTURES / "spec-defect.yaml"
 PATCH = FIXTURES / "mlx-lm-verify-defect.patch"
+SHIPPED = ROOT / "patches" / "mlx-lm-0.32.2-mla-threshold.patch"
+PLANTED = FIXTURES / "mlx-lm-planted-guard.patch"  # on top of SHIPPED: use_absorbed is L == 1
 
 
 def _suite(matrix, out, cache, arms=()):
@@ -152,6 +154,47 @@ def test_a_stock_arm_whose_verify_step_grows_with_context_fails_the_growth_gate(
     assert gate["verify_ms"][1] > gate["verify_ms"][0] and gate["ratio_retained"] is not None
     for r in row["metrics"]["rows"]:
         assert r["verify_path"] == "materialised" and r["decode_ms"] > 0
+
+
+@pytest.mark.arms
+def test_the_fixed_arm_passes_and_a_planted_guard_fails_the_growth_gate(tmp_path, real_cache):
+    """The shipped fix passes the shipped bound; the same fix with its decision planted back to
+    L == 1 (mlx-lm-planted-guard.patch) materialises every verify step and fails it."""
+    arms = (
+        "arms:  # arms\n"
+        "  mlx-lm-fixed:\n    runtime: mlx-lm\n    pypi: mlx-lm==0.32.2\n"
+        f"    patches: [{SHIPPED.name}]\n    role: patched\n"
+        "  mlx-lm-planted-guard:\n    runtime: mlx-lm\n    pypi: mlx-lm==0.32.2\n"
+        f"    patches: [{SHIPPED.name}, {PLANTED.name}]\n    role: patched\n"
+    )
+    text = MATRIX.read_text().replace("arms:  # arms\n", arms, 1)
+    text = text.replace("contexts: {quick: [32, 64]}", "contexts: {quick: [64, 1024]}")
+    text = text.replace("max_verify_growth: {cpu: 1000,", "max_verify_growth: {cpu: 3.0,")
+    text = text.replace("max_samples: {quick: 9}", "max_samples: {quick: 63}")
+    for folder in ("fixed", "planted"):
+        (tmp_path / folder).mkdir()
+        for patch in (SHIPPED, PLANTED):
+            shutil.copy(patch, tmp_path / folder / patch.name)
+    fixed = _synthetic_row(tmp_path / "fixed", real_cache, text, "mlx-lm-fixed")
+    assert fixed["verdict"] == "pass", fixed["reason"]
+    assert {r["verify_path"] for r in fixed["metrics"]["rows"]} == {"absorbed"}
+    assert fixed["metrics"]["gate"]["interval"][1] <= 3.0
+    planted = _synthetic_row(tmp_path / "planted", real_cache, text, "mlx-lm-planted-guard")
+    assert planted["verdict"] == "fail", planted["reason"]
+    assert "the verify step's cost grows with context" in planted["reason"]
+    assert {r["verify_path"] for r in planted["metrics"]["rows"]} == {"materialised"}
+
+
+@pytest.mark.arms
+def test_an_uncalibrated_runner_is_told_to_calibrate_instead_of_a_verdict(tmp_path, real_cache):
+    text = MATRIX.read_text().replace(
+        "max_verify_growth: {cpu: 1000,", "max_verify_growth: {cpu: uncalibrated,"
+    )
+    assert "{cpu: uncalibrated," in text
+    row = _synthetic_row(tmp_path, real_cache, text, "mlx-lm-0.32.2")
+    assert row["verdict"] == "invalid", row["reason"]
+    assert "run mlagate calibrate first" in row["reason"] and "backend cpu" in row["reason"]
+    assert "rows" not in row["metrics"], "nothing is measured before the bound is"
 
 
 @pytest.mark.arms

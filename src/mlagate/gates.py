@@ -34,6 +34,9 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+UNCALIBRATED = "uncalibrated"  # a calibrated gate's value on a runner that has not measured it
+
+
 @dataclass(frozen=True)
 class Number:
     """A finite number within [low, high] (None: unbounded); integer=True for whole numbers;
@@ -45,6 +48,7 @@ class Number:
     odd: bool = False
     above: bool = False  # low is exclusive
     optional: bool = False
+    calibrated: bool = False  # a runner's measured bound: UNCALIBRATED until mlagate calibrate
 
     def describe(self) -> str:
         what = "an odd integer" if self.odd else "an integer" if self.integer else "a number"
@@ -57,10 +61,15 @@ class Number:
             else f"<= {self.high:g}"
         )
         bounds = " and ".join(b for b in (lo, hi) if b)
-        return f"{what} {bounds}".strip()
+        told = (
+            f", or {UNCALIBRATED} (not measured yet: mlagate calibrate)" if self.calibrated else ""
+        )
+        return f"{what} {bounds}".strip() + told
 
     def read(self, node, key: str, ctx: Check) -> Any:
         v = node.value
+        if self.calibrated and v == UNCALIBRATED:
+            return v
         ok = (isinstance(v, int) and not isinstance(v, bool)) if self.integer else _is_number(v)
         ok = ok and (self.low is None or (v > self.low if self.above else v >= self.low))
         ok = ok and (self.high is None or v <= self.high) and (not self.odd or v % 2 == 1)

@@ -201,9 +201,10 @@ def _gate(spec: Mapping[str, Any]) -> Any:
     t, opt = spec["type"], bool(spec.get("optional", False))
     if t in ("number", "int"):
         bounds = {k: spec[k] for k in ("low", "high") if k in spec}
+        flags = {"above": bool(spec.get("above")), "calibrated": bool(spec.get("calibrated"))}
         if t == "int":
-            return gates.Int(**bounds, above=bool(spec.get("above", False)), optional=opt)
-        return gates.Number(**bounds, above=bool(spec.get("above", False)), optional=opt)
+            return gates.Int(**bounds, **flags, optional=opt)
+        return gates.Number(**bounds, **flags, optional=opt)
     simple = {"samples": gates.Samples, "dtype": gates.Dtype, "quant": gates.Quant}
     if t in simple:
         return simple[t](optional=opt)

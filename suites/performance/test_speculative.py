@@ -41,6 +41,7 @@ mlagate.harness.speculative_run; this file holds the gates, the two judgments an
 import pytest
 
 from mlagate import stats
+from mlagate.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid, speculative_run
 from mlagate.harness.timing import sequential, step_growth_ci
 from mlagate.worker.speculation import TOP
@@ -49,6 +50,7 @@ pytestmark = pytest.mark.mla_checkpoints
 
 
 def test_speculative(mla):
+    _calibrated(mla)
     cfg = speculative_run.Settings.of(mla)
     target, drafts, made = speculative_run.models(mla)
     mla.metric("checkpoints", made)
@@ -63,6 +65,17 @@ def test_speculative(mla):
     if measured.unproven:
         raise Invalid(measured.unproven[0])
     _verify_growth(mla, measured, growth, undecidable)
+
+
+def _calibrated(mla) -> None:
+    """A runner whose verify-growth bound was never measured gives no verdict: it is told how to
+    measure it (mlagate calibrate) before anything runs."""
+    if mla.gates["max_verify_growth"][mla.case.backend] == UNCALIBRATED:
+        raise Invalid(
+            f"uncalibrated: suites.speculative.gates.max_verify_growth has no measured bound for "
+            f"backend {mla.case.backend}: run mlagate calibrate first (mlagate run --suite "
+            f"speculative on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
+        )
 
 
 def _token_identity(mla, mismatches: list[dict]) -> str | None:
@@ -160,7 +173,11 @@ def _retained(measured: speculative_run.Measured, lo_p: int, hi_p: int) -> float
     lo_t, hi_t = measured.self_times.get(lo_p), measured.self_times.get(hi_p)
     if not lo_t or not hi_t:
         return None
-    return stats.retained_ci(lo_t["plain"], lo_t["spec"], hi_t["plain"], hi_t["spec"])[0]
+
+    def ratio(t: dict) -> float:
+        return stats.median([p / s for p, s in zip(t["plain"], t["spec"], strict=True)])
+
+    return ratio(hi_t) / ratio(lo_t)
 
 
 def _verify_growth(mla, measured: speculative_run.Measured, growth: tuple, undecidable) -> None:
