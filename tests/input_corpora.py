@@ -339,6 +339,32 @@ def history_cases(n: int, seed: int = 27) -> list[Case]:
                 skipped="c1",
             )
         )
+    merged = {"schema": "mlagate.merged/1", "commit": "c1", "counts": {"pass": 1}}
+    for name, change in [  # issue 37: --rerender renders every commit's merged.json again
+        ("mutation lacks mutants", {"mutation": {"schema": "mlagate.mutate/1"}}),
+        ("gaps.missing an int", {"gaps": {"missing": 5}}),
+        ("superseded an int", {"superseded": 3}),
+        ("head_run an int", {"head_run": 3}),
+        ("machines an int", {"machines": 4}),
+        ("outcomes a list", {"outcomes": [1]}),
+        (
+            "a result's metrics malformed",
+            {"results": [result(suite="marginal_cost", metrics={"l1_median_s": {"abc": 0.1}})]},
+        ),
+    ]:
+        doc = {**merged, "results": [result()], **change}
+        pool.append(
+            Case(
+                "history",
+                f"--rerender: a folder whose merged.json {name}",
+                [*argv, "--commit", "c2", "--rerender"],
+                _history(lambda d, h, doc=doc: write(h / "c1" / "merged.json", doc)),
+                bad=False,
+                codes=(0,),
+                owned=owned,
+                skipped="c1",
+            )
+        )
     pool.append(
         Case(
             "history",

@@ -161,6 +161,48 @@ RESULTS = [
     ("geometry missing", False, {"geometry": DROP}),
     ("started and duration missing", False, {"started": DROP, "duration_s": DROP}),
     ("metrics of 1e300", False, {"metrics": {"ratio": 1e300, "ms": -1e300}}),
+    # a suite's metrics against its contract's schema (mlagate.metrics; issue 37)
+    (
+        "marginal_cost metrics: a cache length 'abc'",
+        True,
+        {
+            "suite": "marginal_cost",
+            "metrics": {"marginal": {"L=2": {"per_T": {"abc": {"marginal_s": 0.001}}}}},
+        },
+    ),
+    (
+        "marginal_cost metrics: a list where a table belongs",
+        True,
+        {"suite": "marginal_cost", "metrics": {"l1_median_s": [0.002, 0.003]}},
+    ),
+    (
+        "equivalence metrics: a list where a table belongs",
+        True,
+        {"suite": "equivalence", "metrics": {"errors_ulps": [1, 2]}},
+    ),
+    (
+        "crossover metrics: a width 'wide'",
+        True,
+        {"suite": "crossover", "metrics": {"sweep": {"wide": {"absorbed_s": 0.1}}}},
+    ),
+    (
+        "marginal_cost metrics well typed",
+        False,
+        {
+            "suite": "marginal_cost",
+            "metrics": {
+                "marginal": {
+                    "L=2": {"per_T": {"1024": {"marginal_s": 0.001, "ci_s": [0.0009, 0.0011]}}}
+                },
+                "l1_median_s": {"1024": 0.002},
+            },
+        },
+    ),
+    (
+        "marginal_cost metrics of another version",
+        False,
+        {"suite": "marginal_cost", "metrics_version": 1, "metrics": {"l1_median_s": [0.002]}},
+    ),
     ("a surrogate pair and markup", False, {"reason": "\U0001f600 <script>x</script>"}),
 ]
 SPECIAL_RESULTS = [
@@ -245,6 +287,14 @@ def _manifest(change):
             write(folder / "manifest.json", change)
         else:
             write(folder / "manifest.json", manifest(**change))
+
+    return build
+
+
+def _manifest_special(make):
+    def build(d: Path) -> None:
+        folder = run_folder(d, with_manifest=False)
+        make(folder / "manifest.json")
 
     return build
 
@@ -377,6 +427,28 @@ def document_cases(n: int, seed: int = 27) -> list[Case]:
                 ("run", "cache"),
             )
         )
+    for name, make in [
+        ("a FIFO", fifo),
+        ("a link to /dev/zero", lambda p: link(p, "/dev/zero")),
+        ("a folder", lambda p: p.mkdir(parents=True)),
+        ("a link loop", lambda p: link(p, p)),
+    ]:
+        for verb, argv in [
+            ("merge", merge_argv),
+            ("resume", ["run", "--matrix", str(FAKE), "--resume", "{d}/run"]),
+        ]:
+            owned = merge_owned if verb == "merge" else ("run", "cache")
+            pool.append(
+                Case(
+                    "documents",
+                    f"{verb}: manifest {name}",
+                    argv,
+                    _manifest_special(make),
+                    True,
+                    (2,),
+                    owned,
+                )
+            )
     for name, argv in [
         ("report", ["report", "{d}/run.tgz", "--out", "{d}/out"]),
         ("compare", ["compare", "{d}/run.tgz", "{d}/run.tgz"]),

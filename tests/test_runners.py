@@ -70,8 +70,8 @@ def test_the_scripts_keep_the_token_from_jobs():
     assert {"MLAGATE_CACHE", "MLAGATE_ARMS_READONLY"} <= set(env_lines), (
         "jobs get their own cache and main's read-only"
     )
-    readme = (ROOT / "README.md").read_text()
-    step3 = readme[readme.index("3. **") : readme.index("4. **")]
+    setup = (ROOT / "docs" / "setup.md").read_text()
+    step3 = setup[setup.index("3. **") : setup.index("4. **")]
     assert "service user" in step3 and "job" in step3
 
 

@@ -68,6 +68,7 @@ class Result:
     health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
+    metrics_version: int | None = None  # the suite contract's metrics version (mlagate.metrics)
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -102,6 +103,7 @@ class Result:
             "reason": self.reason,
             "counters": self.observations,
             "metrics": self.metrics,
+            **({"metrics_version": self.metrics_version} if self.metrics_version else {}),
             "fingerprint": self.fingerprint,
             "replay": self.replay,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
@@ -155,11 +157,12 @@ def write_document(doc: dict, results_dir: Path, stem: str) -> Path:
 
 
 def read(path: Path) -> dict:
-    """One result file, validated against schemas/result.json (mlagate.documents)."""
-    from mlagate import documents
+    """One result file, validated against schemas/result.json (mlagate.documents) and its
+    metrics against its suite's contract (mlagate.metrics)."""
+    from mlagate import documents, metrics
 
     try:
-        return documents.load(path, "result")
+        return metrics.check(documents.load(path, "result"), str(path))
     except documents.DocumentError as exc:
         raise ResultError(str(exc)) from None
 

@@ -33,6 +33,15 @@ def safe_name(name: str) -> str:
     return cleaned
 
 
+def listing(folder: Path) -> list[str]:
+    """The names in a folder a user gave; UnsafePath, one line, when it cannot be read (no
+    permission, not a folder)."""
+    try:
+        return os.listdir(folder)
+    except OSError as exc:
+        raise UnsafePath(f"{shown(folder)}: cannot read: {exc.strerror}") from None
+
+
 def no_links(folder: Path, root: Path) -> None:
     """UnsafePath when folder, anything between root and it, or anything inside it is a link or
     a special file: mlagate is about to write there and never follows a link on write."""

@@ -180,9 +180,15 @@ class Descriptor:
         return None
 
     def typed(self, row: Row) -> bool:
-        """Whether the result's metrics meet the suite's metrics schema (only such a result gives
-        key figures and plots)."""
-        return _validator(self.path).is_valid(row.get("metrics"))
+        """Whether the result's metrics were written under this contract's metrics version (or
+        name none) and meet its schema: only such a result gives key figures and plots."""
+        if row.get("metrics_version", self.metrics_version) != self.metrics_version:
+            return False
+        return self.validator().is_valid(row.get("metrics"))
+
+    def validator(self) -> jsonschema.protocols.Validator:
+        """The validator of the suite's metrics schema (built once per contract)."""
+        return _validator(self.path)
 
 
 def declaration(test_file: Path) -> Path:

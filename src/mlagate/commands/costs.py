@@ -27,7 +27,7 @@ def _rows(folder: Path) -> list[dict]:
     """The results of one folder; a case id in two of its files is refused."""
     seen: dict[tuple[str, str], Path] = {}
     rows = []
-    for path in sorted(merge.results_dir(folder).glob("*.json")):
+    for path in merge.result_files(folder):
         row = results.read(path)
         key = (row.get("runner", ""), row["case_id"])
         if key in seen:

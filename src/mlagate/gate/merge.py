@@ -56,6 +56,18 @@ def results_dir(d: Path) -> Path:
     return d / "results" if (d / "results").is_dir() or (d / MANIFEST).is_file() else d
 
 
+def result_files(d: Path) -> list[Path]:
+    """The result files of a run's output directory or results directory; MergeError, one
+    line, when one of the two cannot be read."""
+    try:
+        safefiles.listing(d)
+        where = results_dir(d)
+        names = safefiles.listing(where) if os.path.lexists(where) else []  # ran no case
+    except safefiles.UnsafePath as exc:
+        raise MergeError(str(exc)) from None
+    return sorted(where / n for n in names if n.endswith(".json") and not n.startswith("."))
+
+
 _KEYS = {
     "manifest": ("runner", "profile", "shard", "plan", "cases"),
     "plan": ("jobs",),
@@ -94,7 +106,7 @@ def _shard_ok(text: str) -> bool:
 
 def _manifest(d: Path) -> dict | None:
     path = d / MANIFEST
-    return _read(path, "manifest") if path.is_file() else None
+    return _read(path, "manifest") if os.path.lexists(path) else None  # a FIFO or folder: refused
 
 
 def merge(dirs: list[Path], out: Path, plan: Path | None = None) -> MergeOutcome:
@@ -138,10 +150,11 @@ def _collect(
         d = Path(d)
         if not d.is_dir():
             raise MergeError(f"{d}: no such directory")
+        files = result_files(d)
         m = _manifest(d)
         if m is not None:
             manifests.append(m)
-        for path in sorted(results_dir(d).glob("*.json")):
+        for path in files:
             row = results.read(path)
             key = (row.get("runner", ""), row["case_id"])
             if key in seen:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import documents
+from mlagate import documents, metrics
 from mlagate.gate.planning import clock  # noqa: F401 (one clock format for every verb)
 from mlagate.harness import events
 
@@ -91,6 +91,7 @@ class Follower:
     def __init__(self, out: Path, wanted: set[str]):
         self.out, self.wanted = Path(out), wanted
         self.seen: dict[Path, int] = {p: p.stat().st_mtime_ns for p in self._files()}
+        self.refused: set[Path] = set()  # results whose metrics break their suite's schema
 
     def _files(self) -> list[Path]:
         """Result files, oldest first (so that plain lines come in the order cases ended)."""
@@ -115,6 +116,13 @@ class Follower:
             try:
                 row = documents.load(p, "result")
             except documents.DocumentError:  # being written, or not a result: not counted
+                continue
+            try:
+                metrics.check(row, str(p))
+            except metrics.MetricsError as exc:  # counted when the run reads its results
+                if p not in self.refused:
+                    self.refused.add(p)
+                    print(f"mlagate: error: {exc}", file=sys.stderr)
                 continue
             if isinstance(row, dict) and row.get("case_id") in self.wanted:
                 state.done[row["case_id"]] = row

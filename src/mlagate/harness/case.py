@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from mlagate import crossover, results
+from mlagate import crossover, metrics, results
 from mlagate.harness.context import Context
 from mlagate.harness.errors import Failed, Invalid
 from mlagate.harness.policy import RUNTIME_RAISED
@@ -39,6 +39,8 @@ class CaseRun(Shapes, Timing):
         if Path(ctx.matrix.path).resolve() != Path(default_matrix()).resolve():
             replay += f" --matrix {ctx.matrix.path}"
         self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=replay)
+        suite = ctx.matrix.suites[case.suite]
+        self.result.metrics_version = metrics.version(suite.id, {suite.id: suite.file})
         self.result.geometry = {
             "id": self.geometry.id,
             "r": self.geometry.kv_lora_rank,

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import documents, headrun, safefiles
+from mlagate import documents, headrun, metrics, safefiles
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue
@@ -61,10 +61,17 @@ def build(
             f"--commit: {commit[:90]!r} is not a commit id (letters, digits, . _ -, not first "
             "a '.'; at most 80)"
         )
+    catalogue = Catalogue.of_sources(sources)
+    shipped = Catalogue.shipped().entries
+    known = {sid: e.path for sid, e in catalogue.entries.items() if sid not in shipped}
+    try:  # a suite beside its matrix: its contract is known from the run's hand-off
+        for name, rows in loaded:
+            for r in rows:
+                metrics.check(r, f"{name}: case {r['case_id'][:200]}", known)
+    except metrics.MetricsError as exc:
+        raise ReportError(str(exc)) from None
     merged = merge(loaded, commit, when)
-    merged["suites"] = Catalogue.of_sources(sources).to_json(
-        {r["suite"] for r in merged["results"]}
-    )
+    merged["suites"] = catalogue.to_json({r["suite"] for r in merged["results"]})
     if any(gaps.values()):
         merged["gaps"] = gaps
     try:

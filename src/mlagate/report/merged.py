@@ -12,7 +12,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from mlagate import documents, outcomes, results, safefiles
+from mlagate import documents, metrics, outcomes, results, safefiles
 
 MERGED_SCHEMA = "mlagate.merged/1"
 
@@ -23,7 +23,7 @@ class ReportError(ValueError):
 
 def _check(data, where: str) -> dict:
     try:
-        return documents.validate(data, "result", where)
+        return metrics.check(documents.validate(data, "result", where), where)
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
 
@@ -53,7 +53,9 @@ def load_source(path: Path) -> list[dict]:
     if not path.exists():
         raise ReportError(f"{path}: no such file or directory")
     if path.is_dir():
+        _readable(path)
         if (path / "results").is_dir():
+            _readable(path / "results")
             files = sorted((path / "results").glob("*.json"))
         elif (path / "merged.json").exists():
             return load_source(path / "merged.json")  # a report's or a history commit's folder
@@ -106,6 +108,13 @@ def load_source(path: Path) -> list[dict]:
     return [_check(data, str(path))]
 
 
+def _readable(folder: Path) -> None:
+    try:
+        safefiles.listing(folder)
+    except safefiles.UnsafePath as exc:
+        raise ReportError(str(exc)) from None
+
+
 def _regular(path: Path):
     """An open regular file (a FIFO or a device is refused before it is read)."""
     try:
@@ -128,9 +137,24 @@ def _one_file_a_case(rows: list[dict], files: list[Path]) -> list[dict]:
     return rows
 
 
+# what the report adds to a head run's record
+JUDGEMENT = ("line", "exit_code", "outcomes", "missing", "cases")
+
+
 def load_merged(path: Path) -> dict:
+    """A merged document, every part of it typed: its results as result documents, and the
+    records it carries (a head run, machines, a kill matrix) by their own schemas."""
     try:
         data = documents.load(path, "merged")
+        if "head_run" in data:
+            record = {k: v for k, v in data["head_run"].items() if k not in JUDGEMENT}
+            documents.validate(record, "head-run", f"{path}: head_run")
+        for i, m in enumerate(data.get("machines", [])):
+            documents.validate(
+                {k: v for k, v in m.items() if k != "source"}, "machine", f"{path}: machines.{i}"
+            )
+        if "mutation" in data:
+            documents.validate(data["mutation"], "kill-matrix", f"{path}: mutation")
     except documents.DocumentError as exc:
         raise ReportError(str(exc)) from None
     data["results"] = [
