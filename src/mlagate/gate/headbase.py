@@ -138,12 +138,15 @@ def _classes(tree: Path, import_path: str) -> set[str]:
 
 
 def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict]:
-    """The known findings that hold for base and head: those of the stock arms on the kept
-    modules (for a module that carries another's entry, a vendored copy: on that one),
-    named for base (a finding of the release is one of main's); a `skip`
-    among them also for head (what cannot be measured on the release cannot on the change). The
-    first of two for the same case wins (matrix order)."""
+    """The known findings that hold for base and head: those of the stock arms a fixed arm is
+    compared with (its `baseline`: the release main stands for; every stock arm where none is
+    named) on the kept modules (for a module that carries another's entry, a vendored copy: on
+    that one), named for base (a finding of the release is one of main's); a `skip` among them
+    also for head (what cannot be measured on the release cannot on the change). The first of
+    two for the same case wins (matrix order). An older release's own finding (mlx-lm 0.31.3's)
+    is not main's."""
     stock = {a.id for a in matrix.arms.values() if a.role == "stock"}
+    stock = {a.baseline for a in matrix.arms.values() if a.baseline in stock} or stock
     carriers: dict[str, list[str]] = {}
     for mid, found in modules.items():
         carriers.setdefault(found.reuses or mid, []).append(mid)
