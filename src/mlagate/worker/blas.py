@@ -28,6 +28,7 @@ timings of one BLAS never mix with another's.
 
 from __future__ import annotations
 
+import ctypes.util
 import hashlib
 import importlib.util
 import os
@@ -119,7 +120,7 @@ def linked(lib: str, env: dict[str, str]) -> str:
     bundles no Fortran runtime, lib itself (the system's libgfortran.so.5 must serve)."""
     bundled = _fortran_libs()
     if bundled is None:
-        return lib
+        return _with_system_fortran(lib)
     key = hashlib.sha256(f"{lib}\0{bundled}".encode()).hexdigest()[:16]
     folder = cache_root(env) / "blas" / key
     links = {Path(lib).name: Path(lib)}
@@ -135,8 +136,18 @@ def linked(lib: str, env: dict[str, str]) -> str:
                 tmp.symlink_to(target)
                 os.replace(tmp, link)  # atomic: concurrent parents agree on every link
     except OSError:
-        return lib  # a cache that cannot be written: the system's Fortran runtime must serve
+        return _with_system_fortran(lib)  # a cache that cannot be written
     return str(folder / Path(lib).name)
+
+
+def _with_system_fortran(lib: str) -> str:
+    """lib, where the system's Fortran runtime can serve it: a library preloaded without one
+    stops every process it is preloaded into before it runs a line."""
+    if ctypes.util.find_library("gfortran") is None:
+        raise BlasChoiceError(
+            f"{lib}: no Fortran runtime ({FORTRAN}) beside MLX's CPU wheel or on the system"
+        )
+    return lib
 
 
 def _named(choice: str, env: dict[str, str]) -> Blas:
