@@ -70,12 +70,15 @@ def test_a_planted_round_trip_defect_fails_save_and_load_and_not_trim(verdicts):
 
 
 @pytest.mark.parametrize("arm", ["fake-stock", "fake-patched"])
-def test_a_working_batch_cache_gives_every_row_its_plain_run_bitwise(verdicts, arm):
+def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(verdicts, arm):
+    """Bitwise on MLX's reference BLAS; OpenBLAS picks its kernel by row count, so a few ULP
+    (the fixture's same_path_ulps: 64 on the CPU), where the planted defects above move the
+    padded rows by far more."""
     r = verdicts[("serving_batched", arm)]
     assert r["verdict"] == "pass", r["reason"]
     cases = r["metrics"]["cases"]
     assert set(cases) == {"path=natural", "path=absorbed", "path=materialised"}
-    assert all(c["max_ulps"] == 0 and c["compared"] == 3 * 8 for c in cases.values())
+    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 for c in cases.values())
     assert cases["path=natural"]["classes"] == {
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
