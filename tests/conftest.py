@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,11 +47,17 @@ def fake_matrix(tmp_path) -> Path:
     return target
 
 
+INSTALL_LINE = re.compile(r"^mlagate: install(ing|ed) arm .*\n", re.MULTILINE)
+
+
 def cli(*args, cwd=None, cache=None, timeout=900):
+    """mlagate as a subprocess. An arm install says so on stderr (at a terminal or in a CI log):
+    those lines are kept in `install_lines` and taken out of stderr, so that what a test reads
+    there is what the command said of its input."""
     env = {**os.environ}
     if cache is not None:
         env["MLAGATE_CACHE"] = str(cache)
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "mlagate", *map(str, args)],
         capture_output=True,
         text=True,
@@ -58,6 +65,9 @@ def cli(*args, cwd=None, cache=None, timeout=900):
         env=env,
         timeout=timeout,
     )
+    proc.install_lines = [m.group(0) for m in INSTALL_LINE.finditer(proc.stderr or "")]
+    proc.stderr = INSTALL_LINE.sub("", proc.stderr or "")
+    return proc
 
 
 @pytest.fixture

@@ -70,12 +70,15 @@ def test_every_example_of_the_issue_is_a_one_line_refusal_or_a_skip(tmp_path):
 
 
 def _as_user() -> list[str]:
-    """The command prefix that runs a command as an unprivileged user (root reads anything)."""
+    """The command prefix under which a folder of mode 0 cannot be read (root reads anything)."""
     if os.geteuid() != 0:
         return []
     if not shutil.which("setpriv"):
         pytest.skip("running as root without setpriv: no user to whom a folder is unreadable")
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # root without the two capabilities that let it read any folder: the folder made mode 0 is
+    # unreadable, while the test's own interpreter (tox keeps its environments in a folder of
+    # mode 0700, unreadable to another user) still imports mlagate
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
 
 
 @pytest.mark.parametrize("where", ["run", "run/results"])
