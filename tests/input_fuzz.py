@@ -256,7 +256,9 @@ def _two_shards(runner: str):
 
     def build(d: Path) -> None:
         run_folder(d)
-        row = result(runner=runner.replace("{d}", str(d)), case_id="probes::other")
+        row = result(
+            runner=runner.replace("{d}", str(d)), case_id="probes::m::other::g::float32::cpu"
+        )
         write(d / "run2" / "results" / "r0.json", row)
 
     return build

@@ -9,8 +9,8 @@ from mlagate import documents
 
 GOOD = {
     "result": {
-        "schema": "mlagate.result/2",
-        "case_id": "c",
+        "schema": "mlagate.result/3",
+        "case_id": "s::m::a::g::float32::cpu",
         "suite": "s",
         "module": "m",
         "arm": "a",
@@ -18,6 +18,7 @@ GOOD = {
         "expected": "pass",
         "control": False,
         "expected_kinds": [],
+        "baseline": None,
         "retry": False,
         "failure": None,
         "attempts": [],
@@ -29,11 +30,11 @@ GOOD = {
         "profile": "p",
         "shard": "1/2",
         "plan": "x",
-        "cases": ["c"],
+        "cases": ["s::m::a::g::float32::cpu"],
     },
     "plan": {
         "schema": "mlagate.plan/1",
-        "jobs": [{"runner": "r", "shard": "1/1", "case_ids": ["c"]}],
+        "jobs": [{"runner": "r", "shard": "1/1", "case_ids": ["s::m::a::g::float32::cpu"]}],
     },
     "merged": {"schema": "mlagate.merged/1", "commit": "abc", "counts": {"pass": 1}, "results": []},
     "costs": {
@@ -179,6 +180,9 @@ def test_a_surrogate_pair_is_text():
         ({"geometry": {"id": ["a"]}}, "geometry.id"),
         ({"case_id": "a\nb"}, "case_id"),
         ({"case_id": ""}, "case_id"),
+        ({"case_id": "s::m::a::g::float32"}, "case_id"),
+        ({"case_id": "s::m::a::g::float32::cpu::x"}, "case_id"),
+        ({"case_id": "s::m::::g::float32::cpu"}, "case_id"),
         ({"reason": "x" * 1_000_001}, "reason"),
         ({"backend": "cpu/../x"}, "backend"),
     ],

@@ -130,17 +130,66 @@ def _row(arm: str, verdict: str, kinds=("wrong_path",), **more) -> dict:
 
 
 def test_a_patched_arm_failing_exactly_as_its_baseline_is_not_fixed_not_a_regression():
-    patched = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
+    """Paired by the result's `baseline` field, never by its expectation's text."""
+    patched = _row("p", "fail", expected="pass", baseline="s")
     stock = _row("s", "fail", expected="fail", control=True, expected_kinds=["wrong_path"])
     outcomes.mark_as_baseline([patched, stock])
     assert outcomes.outcome(patched) == "not fixed" and outcomes.is_red("not fixed")
-    other = _row("p", "fail", ("guards_disagree",), expected="pass",
-                 expectation="patched arm (baseline s)")  # fmt: skip
+    other = _row("p", "fail", ("guards_disagree",), expected="pass", baseline="s")
     outcomes.mark_as_baseline([other, stock])
     assert outcomes.outcome(other) == "regression"  # fails otherwise than its baseline
-    alone = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
+    alone = _row("p", "fail", expected="pass", baseline="s")
     outcomes.mark_as_baseline([alone, _row("s", "pass", expected="fail")])
     assert outcomes.outcome(alone) == "regression"
+    text_only = _row("p", "fail", expected="pass", expectation="patched arm (baseline s)")
+    outcomes.mark_as_baseline([text_only, stock])
+    assert outcomes.outcome(text_only) == "regression"  # a reason's text pairs nothing
+
+
+def test_the_baseline_field_comes_from_the_matrix_and_a_result_2_gets_it_from_its_text():
+    """A patched arm's cases carry its baseline (matrix arms.<arm>.baseline) into the hand-off and
+    the result; a result/2, which named it only in its expectation, is upgraded to carry it."""
+    import json
+    from pathlib import Path
+
+    from mlagate import documents, upgrade
+    from mlagate.matrix import load
+    from mlagate.plan import Selection, expand
+
+    m = load(Path(__file__).parents[1] / "matrix.yaml")
+    cases = expand(m, Selection(suites=("dispatch",)), "quick", "cpu", "linux-cpu")
+    # the cases a role expects to pass (not argued, no known finding) name their baseline, the
+    # same one the expectation's text names (what the upgrade below reads)
+    paired = [c for c in cases if c.expectation.endswith(f"(baseline {m.arms[c.arm].baseline})")]
+    assert paired and all(c.baseline == m.arms[c.arm].baseline for c in paired)
+    assert all(c.baseline is None for c in cases if c not in paired)
+    assert all(c.to_json()["baseline"] == c.baseline for c in cases)
+    old = {**documents_row(), "expectation": "patched arm (baseline mlx-lm-0.32.2)"}
+    up = documents.validate(old, "result", "old.json")
+    assert up["schema"] == "mlagate.result/3" and up["baseline"] == "mlx-lm-0.32.2"
+    assert up["upgraded_from"] == "mlagate.result/2"
+    control = {**documents_row(), "expected": "fail", "expectation": "control: x (baseline y)"}
+    assert documents.validate(control, "result", "c.json")["baseline"] is None
+    assert upgrade.result_to_3(json.loads(json.dumps(old)))["baseline"] == "mlx-lm-0.32.2"
+
+
+def documents_row() -> dict:
+    """A result/2 of a patched arm's case, as written before the baseline field."""
+    return {
+        "schema": "mlagate.result/2",
+        "case_id": "dispatch::m::p::g::float32::cpu",
+        "suite": "dispatch",
+        "module": "m",
+        "arm": "p",
+        "verdict": "fail",
+        "expected": "pass",
+        "control": False,
+        "expected_kinds": [],
+        "retry": False,
+        "failure": {"kind": "wrong_path", "kinds": ["wrong_path"], "details": {}},
+        "attempts": [],
+        "health": None,
+    }
 
 
 def test_discover_names_a_module_that_cannot_import_where_it_was_found(tmp_path):

@@ -6,6 +6,7 @@ import importlib
 import json
 import tarfile
 import types
+import zlib
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "cpu"
 def _row(verdict, expected="pass", control=False, kinds=(), failure=None, **extra):
     return {
         "schema": "mlagate.result/2",
-        "case_id": f"dispatch::m::stock::g::float32::cpu::{verdict}{failure}{extra}",
+        "case_id": f"dispatch::m::stock::g{zlib.crc32(f'{verdict}{failure}{extra}'.encode())}"
+        "::float32::cpu",
         "suite": "dispatch",
         "module": "m",
         "arm": "stock",
@@ -245,7 +247,7 @@ def _verdict_changes(archive) -> list[str]:
     changed = []
     for row in rows:
         old = raw[row["case_id"], row.get("runner"), row.get("started")]
-        assert old["schema"] == "mlagate.result/1" and row["schema"] == "mlagate.result/2"
+        assert old["schema"] == "mlagate.result/1" and row["schema"] == "mlagate.result/3"
         assert row["upgraded_from"] == "mlagate.result/1"
         if (row["verdict"], outcomes.outcome(row)) != (old["verdict"], _old_outcome(old)):
             changed.append(row["case_id"])
@@ -280,7 +282,13 @@ def test_a_result_1_folder_is_upgraded_and_reported(tmp_path, capsys):
     for i, (verdict, expected, control) in enumerate(
         [("fail", "fail", True), ("pass", "pass", False), ("fail", None, False)]
     ):
-        doc = dict(base, case_id=f"c{i}", verdict=verdict, expected=expected, control=control)
+        doc = dict(
+            base,
+            case_id=f"dispatch::m::a::g{i}::float32::cpu",
+            verdict=verdict,
+            expected=expected,
+            control=control,
+        )
         (folder / f"c{i}.json").write_text(json.dumps(doc))
     row = documents.load(folder / "c0.json", "result")
     assert row["failure"]["kind"] == upgrade.UNRECORDED and row["expected_kinds"] == []
@@ -292,11 +300,15 @@ def test_a_result_1_folder_is_upgraded_and_reported(tmp_path, capsys):
     out = tmp_path / "html"
     assert cli.main(["report", str(tmp_path / "run"), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
-    assert "upgraded: 3 results written as mlagate.result/1, read as mlagate.result/2" in page
+    assert "upgraded: 3 results written as mlagate.result/1, read as mlagate.result/3" in page
     assert "upgraded: 3 results" in (out / "summary.md").read_text()
     # a result/1 document that is bad under its own schema is named by its key
     (folder / "c1.json").write_text(json.dumps(dict(base, case_id="c1", verdict="great")))
     with pytest.raises(documents.DocumentError, match="c1.json: verdict: "):
+        documents.load(folder / "c1.json", "result")
+    # and one whose case id is no case id, by that key
+    (folder / "c1.json").write_text(json.dumps(dict(base, case_id="dispatch::m", verdict="pass")))
+    with pytest.raises(documents.DocumentError, match="c1.json: case_id: case id 'dispatch::m'"):
         documents.load(folder / "c1.json", "result")
 
 

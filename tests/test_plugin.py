@@ -57,7 +57,7 @@ def test_outcomes_map_to_verdicts_and_results_are_written(suite_dir, tmp_path):
     assert rows["fake/opaque|fail"]["reason"].startswith("planted failure")
     assert rows["fake/liar|invalid"]["reason"] == "Invalid: planted invalid"
     assert rows["fake/good|pass"]["metrics"]["path"] == "materialised"
-    assert rows["fake/good|pass"]["schema"] == "mlagate.result/2"
+    assert rows["fake/good|pass"]["schema"] == "mlagate.result/3"
     assert rows["fake/opaque|fail"]["failure"]["kind"] == "unclassified"  # a bare assert
     assert rows["fake/good|pass"]["failure"] is None
 

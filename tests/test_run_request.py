@@ -35,12 +35,21 @@ def test_flags_become_a_frozen_request_and_the_arguments_stay(tmp_path):
 def test_a_resume_takes_its_settings_from_the_runs_manifest(tmp_path):
     args = _args("--resume", str(tmp_path))
     before = copy.deepcopy(vars(args))
-    manifest = {"profile": "full", "backend": "cpu", "runner": "linux-cpu", "cases": ["a::aa"]}
-    target = resume.Target(manifest, ["a::aa"])
+    manifest = {
+        "profile": "full",
+        "backend": "cpu",
+        "runner": "linux-cpu",
+        "cases": ["probes::m::a::g::float32::cpu::aa"],
+    }
+    target = resume.Target(manifest, ["probes::m::a::g::float32::cpu::aa"])
     req = runcmd.request(args, None, target)
     assert vars(args) == before
     assert (req.out, req.profile, req.backend, req.runner) == (tmp_path, "full", "cpu", "linux-cpu")
-    assert req.only == ("a::aa",) and req.aa and isinstance(req, RunRequest)
+    assert (
+        req.only == ("probes::m::a::g::float32::cpu::aa",)
+        and req.aa
+        and isinstance(req, RunRequest)
+    )
 
 
 def _writes_to_args(tree) -> list[int]:

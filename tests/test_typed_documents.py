@@ -190,13 +190,14 @@ def test_results_written_by_the_harness_carry_their_metrics_version(tmp_path):
 def test_the_live_progress_refuses_a_result_whose_metrics_break_its_contract(tmp_path, capsys):
     from mlagate.gate import progress
 
-    good = input_fuzz.result(case_id="a", suite="marginal_cost", metrics={"l1_median_s": {"64": 1}})
-    bad = input_fuzz.result(case_id="b", suite="marginal_cost", metrics={"l1_median_s": [1]})
-    follower = progress.Follower(tmp_path, {"a", "b"})
+    a, b = "marginal_cost::m::a::g::float32::cpu", "marginal_cost::m::b::g::float32::cpu"
+    good = input_fuzz.result(case_id=a, suite="marginal_cost", metrics={"l1_median_s": {"64": 1}})
+    bad = input_fuzz.result(case_id=b, suite="marginal_cost", metrics={"l1_median_s": [1]})
+    follower = progress.Follower(tmp_path, {a, b})
     input_fuzz.write(tmp_path / "results" / "a.json", good)
     input_fuzz.write(tmp_path / "results" / "b.json", bad)
     state = progress.State(total=2, estimates={}, parallel={})
-    assert [r["case_id"] for r in follower.poll(state)] == ["a"]
+    assert [r["case_id"] for r in follower.poll(state)] == [a]
     follower.poll(state)  # said once
     err = capsys.readouterr().err.splitlines()
     assert err == [

@@ -46,6 +46,7 @@ BAD_INPUT = (
     ("mlagate.report.merged", "ReportError"),
     ("mlagate.gate.shard", "ShardError"),
     ("mlagate.gate.merge", "MergeError"),
+    ("mlagate.caseid", "CaseIdError"),
 )
 REFUSED = (("mlagate.commands.runopts", "Refused"),)
 CANNOT_MEASURE = (("mlagate.gate.importable", "Unimportable"),)  # exit 3: nothing could run

@@ -25,12 +25,13 @@ from typing import Any
 import jsonschema
 
 from mlagate import upgrade
+from mlagate.caseid import CaseId, CaseIdError
 
 MAX_BYTES = 256 << 20
 MAX_INT = 1 << 63  # no document holds a larger integer; a bigger one is a forged document
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 KINDS = {
-    "result": "mlagate.result/2",
+    "result": "mlagate.result/3",
     "merged": "mlagate.merged/1",
     "manifest": "mlagate.manifest/1",
     "plan": "mlagate.plan/1",
@@ -159,7 +160,30 @@ def validate(data: Any, kind: str, where: str) -> dict:
     if got != want:
         shown = repr(got)[:60] if isinstance(got, (str, int, float, type(None))) else "not a string"
         raise DocumentError(f"{where}: schema is {shown}, expected {want}")
-    return _check(data, kind, where)
+    return _case_ids(_check(data, kind, where), kind, where)
+
+
+def _case_ids(data: dict, kind: str, where: str) -> dict:
+    """data when every case id it carries parses (mlagate.caseid); DocumentError naming the key
+    and the id otherwise."""
+    if kind in ("result", "stored-result"):
+        found = [("case_id", data["case_id"])]
+    elif kind == "manifest":
+        found = [(f"cases.{i}", c) for i, c in enumerate(data["cases"])]
+    elif kind == "plan":
+        found = [
+            (f"jobs.{j}.case_ids.{i}", c)
+            for j, job in enumerate(data["jobs"])
+            for i, c in enumerate(job["case_ids"])
+        ]
+    else:
+        return data
+    for key, text in found:
+        try:
+            CaseId.parse(text)
+        except CaseIdError as exc:
+            raise DocumentError(f"{where}: {key}: {exc}") from None
+    return data
 
 
 def _check(data: dict, schema_file: str, where: str) -> dict:

@@ -25,6 +25,7 @@ class Expected:
     why: str
     control: bool = False  # a role-based expectation of failure (its pass is "lost control")
     kinds: tuple[str, ...] = ()  # verdict fail: the failure kinds that confirm it (empty: any)
+    baseline: str | None = None  # a patched arm's baseline: a fail as its fail is `not fixed`
 
 
 def expect(
@@ -66,8 +67,8 @@ def expect(
             kinds=declared.control_kinds,
         )
     baseline = matrix.arms[arm].baseline
-    if role == "patched" and baseline:  # named so a fail as the baseline's reads as not fixed
-        return Expected("pass", f"{role} arm (baseline {baseline})")
+    if role == "patched" and baseline:
+        return Expected("pass", f"{role} arm (baseline {baseline})", baseline=baseline)
     return Expected("pass", f"{role} arm")
 
 

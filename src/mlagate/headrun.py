@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import documents, outcomes, results
+from mlagate.caseid import CaseId
 
 HEAD, BASE = "head", "base"
 FIXED_BY_CHANGE = outcomes.FIXED_BY_CHANGE
@@ -67,9 +68,8 @@ def read_record(out: Path) -> dict | None:
 
 
 def counterpart(case_id: str) -> str:
-    parts = case_id.split("::")
-    parts[2] = BASE
-    return "::".join(parts)
+    """The id of a head case's base counterpart (the same case on the arm `base`)."""
+    return str(CaseId.parse(case_id).on_arm(BASE))
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def judge(rows: list[dict], planned: list[str], strict: bool, label: str) -> Jud
         base = by_id.get(other)
         new = other not in planned_ids
         judged.append({**r, "outcome": outcomes.relative(r, base), "base": base, "new_case": new})
-    missing = [c for c in planned if c.split("::")[2] == HEAD and c not in by_id]
+    missing = [c for c in planned if CaseId.parse(c).arm == HEAD and c not in by_id]
     return Judged(judged, base_rows, missing, strict, label)
 
 

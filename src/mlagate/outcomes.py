@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import re
 
+from mlagate.caseid import CaseId
+
 OUTCOMES = (
     "as expected",
     "fixed by this change",
@@ -160,17 +162,16 @@ def relative(head_row: dict, base_row: dict | None) -> str:
 
 def mark_as_baseline(rows: list[dict]) -> list[dict]:
     """Mark (`as_baseline`: the baseline arm) each failing row of a patched arm whose baseline's
-    row of the same case, among rows, failed with the same failure kinds (in place)."""
+    row of the same case (its `baseline` field), among rows, failed with the same failure kinds
+    (in place)."""
     by_id = {r["case_id"]: r for r in rows}
     for r in rows:
-        named = re.search(r"\(baseline ([^)\s]+)\)$", str(r.get("expectation", "")))
-        if r["verdict"] != "fail" or r.get("expected") != "pass" or named is None:
+        baseline = r.get("baseline")
+        if r["verdict"] != "fail" or r.get("expected") != "pass" or not baseline:
             continue
-        parts = r["case_id"].split("::")
-        parts[2] = named.group(1)
-        other = by_id.get("::".join(parts))
+        other = by_id.get(str(CaseId.parse(r["case_id"]).on_arm(baseline)))
         if other and other["verdict"] == "fail" and _kinds(other) == _kinds(r):
-            r["as_baseline"] = named.group(1)
+            r["as_baseline"] = baseline
     return rows
 
 

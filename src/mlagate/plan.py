@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mlagate import documents, expectations, guardmodel, packs
 from mlagate.arms import ArmInstall
+from mlagate.caseid import CaseId
 from mlagate.matrix import Arm, Matrix, Module
 from mlagate.scan import guards as scanner
 
@@ -40,20 +41,22 @@ class Case:
     expectation: str = ""  # why
     control: bool = False  # a control arm's must-fail case
     expected_kinds: tuple[str, ...] = ()  # expected fail: the failure kinds that confirm it
+    baseline: str | None = None  # the arm whose same case a fail is paired with (`not fixed`)
     retry: bool = False  # the suite may retry: a flaky case is not red
 
     @property
+    def case_id(self) -> CaseId:
+        where = self.checkpoint or self.geometry
+        return CaseId(self.suite, self.module, self.arm, where, self.dtype, self.backend, self.aa)
+
+    @property
     def id(self) -> str:
-        source = self.checkpoint or self.geometry
-        return (
-            f"{self.suite}::{self.module}::{self.arm}::{source}::{self.dtype}::{self.backend}"
-            + ("::aa" if self.aa else "")
-        )
+        """The case id as documents carry it."""
+        return str(self.case_id)
 
     @property
     def file_stem(self) -> str:
-        slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.id.replace("::", "__"))
-        return f"{slug[:150]}-{hashlib.sha1(self.id.encode()).hexdigest()[:8]}"
+        return self.case_id.file_stem
 
     def replay(self, profile: str | None = None) -> str:
         parts = [
@@ -223,6 +226,7 @@ def _expected(matrix: Matrix, case: Case) -> Case:
         expectation=e.why,
         control=e.control,
         expected_kinds=e.kinds,
+        baseline=e.baseline,
         retry=matrix.suites[case.suite].retry,
     )
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from mlagate import outcomes
 
-SCHEMA = "mlagate.result/2"
+SCHEMA = "mlagate.result/3"
 VERDICTS = ("pass", "fail", "invalid", "argued")
 UNCLASSIFIED = {"kind": "unclassified", "kinds": ["unclassified"], "details": {}}  # no kind given
 HEALTH_ENV = "MLAGATE_HEALTH"  # mlagate run's performance health record, for the pytest process
@@ -94,6 +94,7 @@ class Result:
             "expectation": c.get("expectation", ""),
             "control": bool(c.get("control")),
             "expected_kinds": list(c.get("expected_kinds") or ()),
+            "baseline": c.get("baseline"),
             "retry": bool(c.get("retry")),
             "failure": (self.failure or UNCLASSIFIED) if self.verdict == "fail" else None,
             "attempts": self.attempts,
@@ -248,10 +249,12 @@ def upgraded_line(rows: list[dict]) -> str | None:
             older[r["upgraded_from"]] = older.get(r["upgraded_from"], 0) + 1
     if not older:
         return None
+    unrecorded = " (their failure kinds were not recorded: any kind confirms)"
     return (
         "upgraded: "
         + ", ".join(f"{n} results written as {s}" for s, n in sorted(older.items()))
-        + f", read as {SCHEMA} (their failure kinds were not recorded: any kind confirms)"
+        + f", read as {SCHEMA}"
+        + (unrecorded if "mlagate.result/1" in older else "")
     )
 
 

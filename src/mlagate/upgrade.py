@@ -5,6 +5,8 @@ None upgrades a document written before its kind had a `schema` field."""
 
 from __future__ import annotations
 
+import re
+
 UNRECORDED = "unrecorded"  # the failure kind of a fail written before kinds were recorded
 
 
@@ -36,6 +38,19 @@ def result_to_2(doc: dict) -> dict:
     return out
 
 
+_NAMED_BASELINE = re.compile(r"\(baseline ([^)\s]+)\)$")
+
+
+def result_to_3(doc: dict) -> dict:
+    """mlagate.result/2 -> /3. A /2 result named a patched arm's baseline only at the end of its
+    expectation, `patched arm (baseline ARM)` (written so since the baseline pairing began), the
+    one place that text is read: /3 carries it as `baseline` (null for every other case)."""
+    named = _NAMED_BASELINE.search(str(doc.get("expectation", "")))
+    baseline = named.group(1) if named and doc.get("expected") == "pass" else None
+    written = doc.get("upgraded_from", doc["schema"])
+    return {**doc, "schema": "mlagate.result/3", "upgraded_from": written, "baseline": baseline}
+
+
 def arm_to_1(doc: dict) -> dict:
     """An arm.json written before it had a schema field -> mlagate.arm/1. Such a manifest was
     written by the same install with fewer keys: no notes, nothing activate installed."""
@@ -49,6 +64,9 @@ def arm_to_1(doc: dict) -> dict:
 
 # kind -> {older schema: (the schema file it validates against, the step to the next version)}
 STEPS = {
-    "result": {"mlagate.result/1": ("result-1", result_to_2)},
+    "result": {
+        "mlagate.result/1": ("result-1", result_to_2),
+        "mlagate.result/2": ("result-2", result_to_3),
+    },
     "arm": {None: ("arm-0", arm_to_1)},
 }

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import documents, results
+from mlagate.caseid import CaseId
 from mlagate.gate import shard
 from mlagate.matrix import Matrix
 from mlagate.plan import Case
@@ -30,7 +31,7 @@ class Target:
 
     @property
     def aa(self) -> bool:
-        return any(i.endswith("::aa") for i in self.manifest["cases"])
+        return any(CaseId.parse(i).aa for i in self.manifest["cases"])
 
 
 def manifest(out: Path) -> dict:

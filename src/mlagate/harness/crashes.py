@@ -44,7 +44,7 @@ def record_crash(ctx, nodeid: str, report) -> Path | None:
     if "[" not in param or suite not in ctx.matrix.suites:
         return None
     param = param.split("[", 1)[1].rstrip("]")
-    case = next((c for c in ctx.cases(suite) if c.id.split("::", 1)[1] == param), None)
+    case = next((c for c in ctx.cases(suite) if c.case_id.param == param), None)
     if case is None:
         return None
     worker = getattr(getattr(report, "node", None), "workerinfo", {}).get("id", "?")

@@ -86,7 +86,7 @@ def pytest_generate_tests(metafunc):
         return
     ctx = _context(metafunc.config)
     cases = ctx.cases(_suite_name(metafunc))
-    metafunc.parametrize("mla_case", cases, ids=[c.id.split("::", 1)[1] for c in cases])
+    metafunc.parametrize("mla_case", cases, ids=[c.case_id.param for c in cases])
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import headrun, results
+from mlagate import documents, headrun, results
 from mlagate.arms import ArmInstall
 from mlagate.gate.reuse.keys import Deriver, Key
 from mlagate.gate.reuse.store import Store
@@ -67,7 +67,7 @@ def commits(out: Path, matrix: Matrix) -> Callable[[Case], str | None]:
 def reused_document(entry: dict, case: Case, run_id: str | None, store: Path, replay: str):
     """A stored result as this run's result of case: what was measured kept, what this run
     decides (expectation, arm, ids) its own, and where it came from."""
-    doc = dict(entry["result"])
+    doc = documents.validate(dict(entry["result"]), "result", "a stored result")  # upgraded
     c = case.to_json()
     doc |= {
         "case_id": case.id,
@@ -82,6 +82,7 @@ def reused_document(entry: dict, case: Case, run_id: str | None, store: Path, re
         "expectation": c["expectation"],
         "control": bool(c["control"]),
         "expected_kinds": list(c["expected_kinds"]),
+        "baseline": c["baseline"],
         "retry": bool(c["retry"]),
         "attempts": [],
         "replay": replay,
