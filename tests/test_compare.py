@@ -122,3 +122,52 @@ def test_a_figure_that_vanished_is_worse():
     assert "worse    m|marginal_ms|arm|g|cpu: 1 [0.9, 1.1] -> absent" in out.text()
     back = compare.compare([gone], [_marginal(1.0, 0.9, 1.1)])
     assert [f["change"] for f in back.figures] == ["new"] and back.exit_code == 0
+
+
+def _strict(a_rows, b_rows):
+    return compare.compare(a_rows, b_rows, strict=True)
+
+
+def test_strict_fails_on_any_changed_verdict_or_outcome_and_on_a_missing_case():
+    """--strict, the before/after check of a change meant to keep behaviour: a better verdict, a
+    changed outcome with the same verdict, a case only one side has: each exits 1 (without
+    --strict only the worse ones do); the same cases with the same verdicts and outcomes exit 0."""
+    other = "probes::m::stock::g2::float32::cpu"
+    before = [_row("fail", "fail", True), _row("pass", "pass", case=other)]
+    same = _strict(before, [dict(r) for r in before])
+    assert same.exit_code == 0 and same.cases == {"a": 2, "b": 2, "same": 2}
+    assert same.text().endswith("strict: every case has the same verdict and outcome in A and B")
+    fixed = [_row("fail", "fail", True), _row("pass", "pass", case=other)]
+    fixed[0] = _row("pass", "pass")  # fail -> pass, both as expected: better, not worse
+    assert compare.compare(before, fixed).exit_code == 0
+    changed = _strict(before, fixed)
+    assert changed.exit_code == 1 and [v["case"] for v in changed.verdicts] == [
+        before[0]["case_id"]
+    ]
+    assert changed.text().endswith("strict: 1 case differ in verdict, outcome or presence")
+    outcome_only = [_row("fail", "fail", False), before[1]]  # the same verdict, fail
+    outcome_only[0]["expected"] = "pass"  # now a regression, where it was as expected
+    assert _strict(before, outcome_only).exit_code == 1
+    missing = _strict(before, before[:1])
+    assert missing.exit_code == 1 and missing.cases == {"a": 2, "b": 1, "same": 1}
+    assert [(v["case"], v["b"]) for v in missing.verdicts] == [(other, None)]
+    new = _strict(before[:1], before)
+    assert new.exit_code == 1 and compare.compare(before[:1], before).exit_code == 0
+    assert new.to_json()["strict"] is True and new.to_json()["cases"]["same"] == 1
+
+
+def test_strict_on_the_command_line(tmp_path, capsys):
+    from mlagate import cli, documents
+
+    from .test_report import write_results
+
+    rows = [dict(_row("pass", "pass"), schema="mlagate.result/1")]
+    a = write_results(tmp_path / "a", rows)
+    b = write_results(tmp_path / "b", [dict(rows[0], verdict="fail", expected="fail")])
+    assert cli.main(["compare", str(a), str(a), "--strict"]) == 0
+    assert "strict: every case" in capsys.readouterr().out
+    assert cli.main(["compare", str(a), str(b)]) == 0  # pass -> fail as expected: no worse
+    capsys.readouterr()
+    assert cli.main(["compare", str(a), str(b), "--strict", "--format", "json"]) == 1
+    doc = documents.validate(json.loads(capsys.readouterr().out), "compare", "stdout")
+    assert doc["strict"] and doc["cases"] == {"a": 1, "b": 1, "same": 0}

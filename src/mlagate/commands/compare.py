@@ -23,9 +23,15 @@ def add_parser(sub) -> None:
         "--history", type=Path, default=None, help="A and B are commits of this history directory"
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 also on any case whose verdict or outcome differs (better ones included) "
+        "or that only one of A and B has: a change that must not change behaviour",
+    )
 
 
 def main(args) -> int:
-    text, code = compare.run(args.a, args.b, args.history, args.format)
+    text, code = compare.run(args.a, args.b, args.history, args.format, args.strict)
     print(text)
     return code

@@ -8,7 +8,9 @@ got worse (fixed, as expected < invalid < missing < regression, lost control), a
 B lacks, a new case of B that is not as expected, a figure that moved the bad way with the two
 intervals apart, or a figure of A that B no longer has (vanished). A figure without intervals
 is shown, never judged; a verdict that changed with its outcome (a stock control failing, then
-failing otherwise) is listed as changed.
+failing otherwise) is listed as changed. Strict (`--strict`: a change that must not change
+behaviour): also exit 1 on any case whose verdict or outcome differs, better ones included, and
+on any case only one side has.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class Comparison:
     b: str
     verdicts: list[dict] = field(default_factory=list)  # case, a, b, change (worse/better/changed)
     figures: list[dict] = field(default_factory=list)  # key, a, b, delta, a_ci, b_ci, change
+    cases: dict[str, int] = field(default_factory=dict)  # a, b, same (verdict and outcome)
+    strict: bool = False
 
     @property
     def worse(self) -> int:
@@ -71,7 +75,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.worse else 0
+        return 1 if self.worse or (self.strict and self.verdicts) else 0
 
     def to_json(self) -> dict:
         return {
@@ -79,12 +83,19 @@ class Comparison:
             "a": self.a,
             "b": self.b,
             "worse": self.worse,
+            "strict": self.strict,
+            "cases": self.cases,
             "verdicts": self.verdicts,
             "figures": self.figures,
         }
 
     def text(self) -> str:
-        lines = [f"compare {self.a} -> {self.b}"]
+        n = self.cases
+        lines = [
+            f"compare {self.a} -> {self.b}",
+            f"cases: {n['a']} in A, {n['b']} in B, {n['same']} with the same verdict and outcome "
+            f"in both",
+        ]
         for v in self.verdicts:
             lines.append(
                 f"{v['change']:8} {v['case']}: {_state(v['a'], v['a_outcome'])} -> "
@@ -106,6 +117,13 @@ class Comparison:
             if changes
             else "no change"
         )
+        if self.strict:
+            lines.append(
+                f"strict: {len(self.verdicts)} case{'s' * (len(self.verdicts) != 1)} differ in "
+                "verdict, outcome or presence"
+                if self.verdicts
+                else "strict: every case has the same verdict and outcome in A and B"
+            )
         return "\n".join(lines)
 
 
@@ -140,8 +158,9 @@ def compare(
     a: str = "A",
     b: str = "B",
     catalogue: Catalogue | None = None,
+    strict: bool = False,
 ) -> Comparison:
-    out = Comparison(a, b)
+    out = Comparison(a, b, strict=strict)
     ra = {r["case_id"]: r for r in a_rows}
     rb = {r["case_id"]: r for r in b_rows}
     for case in sorted(set(ra) | set(rb)):
@@ -159,6 +178,8 @@ def compare(
                     "change": _change(oa, ob),
                 }
             )
+    same = len(set(ra) & set(rb) - {v["case"] for v in out.verdicts})
+    out.cases = {"a": len(ra), "b": len(rb), "same": same}
     out.figures = _figures(catalogue or Catalogue.shipped(), a_rows, b_rows)
     return out
 
@@ -194,9 +215,11 @@ def _figures(cat: Catalogue, a_rows: list[dict], b_rows: list[dict]) -> list[dic
     return out
 
 
-def run(a: str, b: str, history_dir: Path | None = None, fmt: str = "text") -> tuple[str, int]:
+def run(
+    a: str, b: str, history_dir: Path | None = None, fmt: str = "text", strict: bool = False
+) -> tuple[str, int]:
     sources = [source(a, history_dir), source(b, history_dir)]
     rows_a, rows_b = load(a, history_dir), load(b, history_dir)
-    result = compare(rows_a, rows_b, a, b, Catalogue.of_sources(sources))
+    result = compare(rows_a, rows_b, a, b, Catalogue.of_sources(sources), strict)
     text = json.dumps(result.to_json(), indent=1) if fmt == "json" else result.text()
     return text, result.exit_code
