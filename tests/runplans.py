@@ -1,4 +1,4 @@
-"""Run plans for tests that start pytest on a suite themselves, as no mlagate verb does (a
+"""Hand-offs for tests that start pytest on a suite themselves, as no mlagate verb does (a
 pytester suite, a performance suite under xdist, a matrix whose arm holds modules it does not
 register): the plan mlagate run would write for the selection, gaps allowed."""
 
@@ -16,10 +16,13 @@ def write(matrix_path, out: Path, cache: Path, suites=(), modules=(), arms=()) -
     outcome = planning.plan(m, selection, "quick", backend, runner, cache)
     cases = tuple(outcome.cases)
     return runplan.write(
-        Path(out), runplan.RunPlan(m, "quick", backend, runner, False, cases, outcome.installs)
+        Path(out), runplan.HandOff(m, "quick", backend, runner, False, cases, outcome.installs)
     )
 
 
 def options(plan: Path, out: Path, cache: Path) -> list[str]:
-    """pytest's mlagate options for a plan."""
-    return ["--mlagate-plan", str(plan), "--mlagate-out", str(out), "--mlagate-cache", str(cache)]
+    """pytest's mlagate options for a hand-off."""
+    return [
+        *("--mlagate-handoff", str(plan)),
+        *("--mlagate-out", str(out), "--mlagate-cache", str(cache)),
+    ]

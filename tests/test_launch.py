@@ -14,7 +14,7 @@ SECOND = """
 import sys
 
 def start(plan):
-    return [sys.executable, "-m", "pytest", "suites", "--mlagate-plan", str(plan)]
+    return [sys.executable, "-m", "pytest", "suites", "--mlagate-handoff", str(plan)]
 """
 IN_PROCESS = """
 import pytest
@@ -96,10 +96,10 @@ def test_the_command_line_names_the_plan_and_no_selection(tmp_path):
         tmp_path / "plan.json", (tmp_path / "test_x.py",), tmp_path, "run-1", "none", None, 2
     )
     argv = job.argv()
-    assert argv[argv.index("--mlagate-plan") + 1] == str(tmp_path / "plan.json")
+    assert argv[argv.index("--mlagate-handoff") + 1] == str(tmp_path / "plan.json")
     assert argv[argv.index("-n") + 1] == "2" and "no:xdist" not in argv
     named = {a for a in argv if a.startswith("--mlagate-")}
-    assert named == {"--mlagate-plan", "--mlagate-out", "--mlagate-cpu"}
+    assert named == {"--mlagate-handoff", "--mlagate-out", "--mlagate-cpu"}
     serial = launch.Launch(tmp_path / "p.json", (), tmp_path, "r", serial=True, workers=4).argv()
     assert "-n" not in serial and serial[serial.index("no:xdist") - 1] == "-p"
     assert job.env()["MLAGATE_RUN_ID"] == "run-1"

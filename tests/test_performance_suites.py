@@ -79,7 +79,7 @@ def test_the_fixed_arm_passes_every_performance_suite_and_the_run_exits_0(perf):
         seq = r["metrics"]["sequential"]  # the budget and the samples used, in every result
         assert seq["stopped"] == "decided" and 0 < seq["used_s"] <= r["duration_s"] + 1
         assert seq["budget_s"] > 0 and seq["samples"] > 0
-        assert Catalogue.shipped().entries[suite].descriptor.typed(r), suite  # metrics schema
+        assert Catalogue.shipped().entries[suite].contract.typed(r), suite  # metrics schema
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 

@@ -34,7 +34,7 @@ def suite_dir(pytester, tmp_path):
 
 
 def _options(suite_dir, tmp_path) -> list[str]:
-    """The run plan of the probes suite over the fake matrix, as mlagate run writes it."""
+    """The hand-off of the probes suite over the fake matrix, as mlagate run writes it."""
     out, cache = tmp_path / "out", tmp_path / "cache"
     plan = runplans.write(suite_dir.path / "matrix.yaml", out, cache, suites=("probes",))
     return runplans.options(plan, out, cache)
@@ -72,7 +72,7 @@ def test_under_xdist_every_case_is_written_once(suite_dir, tmp_path):
 def test_a_damaged_run_plan_is_a_usage_error_naming_it(suite_dir, tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"schema": "mlagate.run-plan/1"}))
-    result = suite_dir.runpytest_subprocess("--mlagate-plan", str(plan))
+    result = suite_dir.runpytest_subprocess("--mlagate-handoff", str(plan))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{plan}: *missing key 'matrix'*"])
 
@@ -81,5 +81,5 @@ def test_a_suite_without_a_run_plan_runs_nothing(suite_dir, tmp_path):
     """The harness reads only the plan: no matrix of its own, no case expanded here."""
     result = suite_dir.runpytest_subprocess("--mlagate-out", str(tmp_path / "out"))
     assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*--mlagate-plan: no run plan given*"])
+    result.stdout.fnmatch_lines(["*--mlagate-handoff: no hand-off given*"])
     assert not (tmp_path / "out" / "results").exists()

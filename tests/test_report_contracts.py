@@ -153,7 +153,7 @@ def test_every_reference_result_meets_its_suite_metrics_schema(tmp_path):
             for m in tar.getmembers():
                 if m.isfile() and m.name.endswith(".json") and "/results/" in f"/{m.name}":
                     row = json.load(tar.extractfile(m))
-                    d = cat.entries[row["suite"]].descriptor
+                    d = cat.entries[row["suite"]].contract
                     assert d.typed(row), f"{tgz.name}:{m.name}: metrics do not meet its contract"
                     seen += 1
     assert seen > 300

@@ -80,8 +80,8 @@ def test_a_damaged_run_plan_is_one_line_naming_the_file_and_key(tmp_path):
         ({"schema": "mlagate.plan/1"}, "schema is 'mlagate.plan/1', expected mlagate.run-plan/1"),
     ):
         plan.write_text(json.dumps(doc))
-        with pytest.raises(runplan.RunPlanError, match=f"{plan}: .*{where}"):
+        with pytest.raises(runplan.HandOffError, match=f"{plan}: .*{where}"):
             runplan.read(plan)
     plan.write_text("{")
-    with pytest.raises(runplan.RunPlanError, match="not valid JSON"):
+    with pytest.raises(runplan.HandOffError, match="not valid JSON"):
         runplan.read(plan)

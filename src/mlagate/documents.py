@@ -1,5 +1,5 @@
-"""The one reader of mlagate's JSON documents: results, merged results, manifests, gate plans,
-run plans, cost tables, history figures, arm manifests (arm.json) and content manifests, kill
+"""The one reader of mlagate's JSON documents: results, merged results, manifests, job lists,
+hand-offs, cost tables, history figures, arm manifests (arm.json) and content manifests, kill
 matrices, merge records, machine records, head runs, comparisons and result-store entries.
 
 A document is read as bytes (regular files only, at most MAX_BYTES), parsed with guards against

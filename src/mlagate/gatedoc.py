@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import suites as descriptors
+from mlagate import suites as contracts
 from mlagate.matrix import bundled
 
 BEGIN, END = (
@@ -21,7 +21,7 @@ def render(root: Path | None = None) -> str:
     root = root or bundled("suites")
     lines = [BEGIN, "", "| suite | key | value | meaning |", "|---|---|---|---|"]
     for path in sorted(root.glob("*/test_*.py"), key=lambda p: (p.parent.name, p.stem)):
-        declared = descriptors.load(path)
+        declared = contracts.load(path)
         suite = path.stem.removeprefix("test_")
         for key, spec in declared.gates.items():
             optional = " (optional)" if getattr(spec, "optional", False) else ""

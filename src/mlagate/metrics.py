@@ -8,7 +8,7 @@ schema).
 
 A result names the version of its suite's metrics it was written under (`metrics_version`); one
 written under another version than the contract's is not checked against it (and gives no key
-figures or plots: mlagate.suites.Descriptor.typed). A result without the field (written before
+figures or plots: mlagate.suites.Contract.typed). A result without the field (written before
 it existed) is checked against the contract's current schema. A suite no contract is known for
 (not shipped, and not named by the caller) has nothing to check against.
 """
@@ -38,15 +38,15 @@ def _shipped() -> dict[str, Path]:
 Known = Mapping[str, Path | None]  # suite id -> its test body, for suites besides the shipped
 
 
-def contract(suite: str, known: Known | None = None) -> suites.Descriptor | None:
+def contract(suite: str, known: Known | None = None) -> suites.Contract | None:
     """The contract of a suite: one the caller knows (a suite beside its matrix), else the
     shipped one; None when there is none or it does not read."""
     path = (known or {}).get(suite) or _shipped().get(suite)
-    if path is None or not suites.declaration(Path(path)).is_file():
+    if path is None or not suites.contract_path(Path(path)).is_file():
         return None
     try:
         return suites.load(Path(path))
-    except suites.DescriptorError:
+    except suites.ContractError:
         return None
 
 

@@ -1,5 +1,5 @@
-"""The run plan: what one `mlagate run` decided before pytest starts, written once to
-OUT/plan.json and read by the pytest process through `--mlagate-plan`, so the matrix is read
+"""The hand-off: what one `mlagate run` decided before pytest starts, written once to
+OUT/plan.json and read by the pytest process through `--mlagate-handoff`, so the matrix is read
 and the cases expanded once per run.
 
 It holds the validated matrix (mlagate.matrix.to_json), the profile, backend and runner, the
@@ -24,12 +24,12 @@ SCHEMA = "mlagate.run-plan/1"
 FILE = "plan.json"
 
 
-class RunPlanError(ValueError):
+class HandOffError(ValueError):
     """A plan file that cannot be read; one line naming it."""
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class HandOff:
     matrix: Matrix
     profile: str
     backend: str
@@ -39,7 +39,7 @@ class RunPlan:
     installs: dict[str, ArmInstall]
 
 
-def write(out: Path, plan: RunPlan) -> Path:
+def write(out: Path, plan: HandOff) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "schema": SCHEMA,
@@ -61,11 +61,11 @@ def write(out: Path, plan: RunPlan) -> Path:
     return out / FILE
 
 
-def read(path: Path) -> RunPlan:
+def read(path: Path) -> HandOff:
     try:
         doc = documents.load(Path(path), "run-plan")
     except documents.DocumentError as exc:
-        raise RunPlanError(str(exc)) from None
+        raise HandOffError(str(exc)) from None
     try:
         m = matrix_mod.from_json(doc["matrix"])
         cases = tuple(
@@ -81,10 +81,10 @@ def read(path: Path) -> RunPlan:
             )
             for a, i in doc["installs"].items()
         }
-        return RunPlan(
+        return HandOff(
             m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RunPlanError(
-            f"{path}: not a readable run plan ({type(exc).__name__}: {exc})"
+        raise HandOffError(
+            f"{path}: not a readable hand-off ({type(exc).__name__}: {exc})"
         ) from None

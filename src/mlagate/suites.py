@@ -37,7 +37,7 @@ RUNTIME_RAISED = "runtime_raised"  # a failure kind every suite can produce
 SUFFIX = ".suite.yaml"
 
 
-class DescriptorError(ValueError):
+class ContractError(ValueError):
     """A suite without a readable contract; one line."""
 
 
@@ -155,7 +155,7 @@ PLAN_RULES: dict[str, Callable[[Mapping, int, int, Mapping], str | None]] = {
 
 
 @dataclass(frozen=True)
-class Descriptor:
+class Contract:
     path: Path  # the test body
     kind: str
     gates: Mapping[str, Any]  # key -> mlagate.gates type
@@ -191,7 +191,7 @@ class Descriptor:
         return _validator(self.path)
 
 
-def declaration(test_file: Path) -> Path:
+def contract_path(test_file: Path) -> Path:
     """The contract beside a test body: <dir>/<name>.suite.yaml for <dir>/test_<name>.py."""
     return test_file.with_name(test_file.stem.removeprefix("test_") + SUFFIX)
 
@@ -228,57 +228,57 @@ def _plain(node: yamlread.Node) -> Any:
 
 
 def read(path: Path) -> dict:
-    """The contract document of a suite file, validated; DescriptorError (one line) else."""
-    where = declaration(path)
+    """The contract document of a suite file, validated; ContractError (one line) else."""
+    where = contract_path(path)
     if not where.is_file():
-        raise DescriptorError(f"{path}: no contract {where.name} beside it (mlagate.suites)")
+        raise ContractError(f"{path}: no contract {where.name} beside it (mlagate.suites)")
     try:
         data = _plain(yamlread.compose(yamlread.read_text(where)))
         documents.validate(data, "suite", str(where))
     except yamlread.ReadError as exc:
-        raise DescriptorError(f"{where}: {exc}") from None
+        raise ContractError(f"{where}: {exc}") from None
     except documents.DocumentError as exc:
-        raise DescriptorError(str(exc)) from None
+        raise ContractError(str(exc)) from None
     kinds = data.get("failure_kinds") or [RUNTIME_RAISED]
     control = data.get("control_kinds", [])
     stray = [k for k in control if k not in kinds and k != RUNTIME_RAISED]
     if stray:
-        raise DescriptorError(f"{where}: control_kinds: {stray[0]!r} is not in failure_kinds")
+        raise ContractError(f"{where}: control_kinds: {stray[0]!r} is not in failure_kinds")
     if data.get("controls_fail") and not control:
-        raise DescriptorError(
+        raise ContractError(
             f"{where}: controls_fail: true needs control_kinds (the kinds a control's defect "
             "produces)"
         )
     for i, rule in enumerate(data.get("plan_check", [])):
         for k, v in rule.items():
             if k != "rule" and (data["gates"].get(v) or {}).get("type") != "list":
-                raise DescriptorError(
+                raise ContractError(
                     f"{where}: plan_check.{i}.{k}: {v!r} is not one of its list gates"
                 )
     try:
         schema = data["metrics"]["schema"]
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
-        raise DescriptorError(f"{where}: metrics.schema: {exc.message[:160]}") from None
+        raise ContractError(f"{where}: metrics.schema: {exc.message[:160]}") from None
     for i, f in enumerate(data.get("key_figures", [])):
         for k in ("at", "value", "over", "interval"):
             try:
                 jmespath.compile(f.get(k) or "@")
             except jmespath.exceptions.JMESPathError as exc:
                 msg = str(exc).splitlines()[0][:120]
-                raise DescriptorError(
+                raise ContractError(
                     f"{where}: key_figures.{i}.{k}: not a JMESPath expression ({msg})"
                 ) from None
     return data
 
 
 @functools.cache
-def load(path: Path) -> Descriptor:
+def load(path: Path) -> Contract:
     """The contract of the suite whose test body is `path` (read once per process)."""
     data = read(path)
     kinds = tuple(dict.fromkeys([*(data.get("failure_kinds") or []), RUNTIME_RAISED]))
     plots = data.get("plots")
-    return Descriptor(
+    return Contract(
         path,
         data["kind"],
         MappingProxyType({k: _gate(v) for k, v in data["gates"].items()}),
@@ -323,14 +323,14 @@ class Entry:
     path: Path | None
 
     @property
-    def descriptor(self) -> Descriptor | None:
+    def contract(self) -> Contract | None:
         """Its contract; None when it is gone or does not read (a report of old results still
         lists the suite, without its figures). Only data is read: no file is imported."""
-        if self.path is None or not declaration(self.path).is_file():
+        if self.path is None or not contract_path(self.path).is_file():
             return None
         try:
             return load(self.path)
-        except DescriptorError:
+        except ContractError:
             return None
 
 

@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
         "--plan",
         type=Path,
         default=None,
-        help="the plan written by mlagate plan --manifest: the cases expected",
+        help="the job list written by mlagate plan --manifest: the cases expected",
     )
 
 

@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
         "--manifest",
         type=Path,
         default=None,
-        help="with --format github: write the plan (every job's case ids) here, for mlagate merge "
+        help="with --format github: write the job list (every job's case ids) here, for mlagate merge "
         "--plan",
     )
     p.add_argument(

@@ -1,4 +1,4 @@
-"""The one launcher of the pytest process. A run plan (OUT/plan.json, mlagate.runplan) and
+"""The one launcher of the pytest process. A hand-off (OUT/plan.json, mlagate.runplan) and
 the suite files go in; pytest starts tied to this process (mlagate.lifeline) and its harness
 reads the matrix, cases and arm installs from the plan alone. mlagate run (head runs and
 resumes too) and mlagate mutate both start pytest here; tests/test_launch.py fails when
@@ -37,7 +37,7 @@ def plugin_installed() -> bool:
 
 @dataclass(frozen=True)
 class Launch:
-    """One pytest process over a run plan: the suite files it collects, where its results go,
+    """One pytest process over a hand-off: the suite files it collects, where its results go,
     and how it runs (under xdist with `workers` processes, or serially)."""
 
     plan: Path
@@ -53,7 +53,7 @@ class Launch:
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "pytest", *map(str, self.suites)]
         args += ["-q", "-p", "no:cacheprovider", "--rootdir", str(bundled("suites"))]
-        args += ["--mlagate-plan", str(self.plan), "--mlagate-out", str(self.out)]
+        args += ["--mlagate-handoff", str(self.plan), "--mlagate-out", str(self.out)]
         args += ["--mlagate-cpu", self.cpu]
         if self.cache:
             args += ["--mlagate-cache", str(self.cache)]

@@ -96,7 +96,7 @@ def _run_held(req: RunRequest) -> RunOutcome:
         )
     plan_file = runplan.write(
         out,
-        runplan.RunPlan(
+        runplan.HandOff(
             m, req.profile, req.backend, req.runner, req.aa, tuple(cases), outcome.installs
         ),
     )

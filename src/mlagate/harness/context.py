@@ -1,5 +1,5 @@
-"""What one pytest process knows about the run, all of it from the run plan (OUT/plan.json,
-mlagate.runplan, named by --mlagate-plan): the matrix, the profile, the runner and backend,
+"""What one pytest process knows about the run, all of it from the hand-off (OUT/plan.json,
+mlagate.runplan, named by --mlagate-handoff): the matrix, the profile, the runner and backend,
 the cases and the arm installs; and the pool of workers."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mlagate.matrix import Matrix, Profile
 from mlagate.plan import Case
 
 NO_PLAN = (
-    "--mlagate-plan: no run plan given; suites run through mlagate run (or mlagate mutate), "
+    "--mlagate-handoff: no hand-off given; suites run through mlagate run (or mlagate mutate), "
     "which writes OUT/plan.json and starts pytest on it"
 )
 
@@ -34,11 +34,11 @@ class Context:
             )
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
-        if not opt("--mlagate-plan"):
+        if not opt("--mlagate-handoff"):
             raise pytest.UsageError(NO_PLAN)
         try:
-            plan = runplan.read(Path(opt("--mlagate-plan")))
-        except runplan.RunPlanError as exc:
+            plan = runplan.read(Path(opt("--mlagate-handoff")))
+        except runplan.HandOffError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.matrix: Matrix = plan.matrix
         self.profile_name, self.backend, self.runner = plan.profile, plan.backend, plan.runner

@@ -19,7 +19,7 @@ def note_worker_pid(config) -> None:
     from mlagate import lifeline
 
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker and (config.getoption("--mlagate-plan") or os.environ.get(lifeline.RUN_ENV)):
+    if worker and (config.getoption("--mlagate-handoff") or os.environ.get(lifeline.RUN_ENV)):
         out = Path(config.getoption("--mlagate-out"))
         (out / "logs").mkdir(parents=True, exist_ok=True)
         (out / "logs" / PID_FILE.format(worker=worker)).write_text(str(os.getpid()))

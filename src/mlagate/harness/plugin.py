@@ -27,10 +27,10 @@ RESULT_KEY = "mlagate_result"
 
 
 def pytest_addoption(parser):
-    """The run plan, and where this process writes: everything else is in the plan."""
+    """The hand-off, and where this process writes: everything else is in the hand-off."""
     g = parser.getgroup("mlagate")
     g.addoption(
-        "--mlagate-plan",
+        "--mlagate-handoff",
         default=None,
         help="OUT/plan.json written by mlagate run or mutate: the matrix, cases and arm installs",
     )
@@ -64,7 +64,7 @@ def pytest_configure(config):
         "through CaseRun.build)",
     )
     config._mlagate = None
-    if config.getoption("--mlagate-plan"):
+    if config.getoption("--mlagate-handoff"):
         _context(config)  # the plan is read before collection: a bad one is a usage error
 
 

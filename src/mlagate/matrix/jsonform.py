@@ -1,4 +1,4 @@
-"""The validated matrix as plain JSON and back: the run plan carries it to the pytest process."""
+"""The validated matrix as plain JSON and back: the hand-off carries it to the pytest process."""
 
 from __future__ import annotations
 

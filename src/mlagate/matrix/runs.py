@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from mlagate import gates as gatespec
-from mlagate import suites as descriptors
+from mlagate import suites as contracts
 from mlagate.matrix.model import (
     BACKENDS,
     DTYPES,
@@ -25,7 +25,7 @@ from mlagate.matrix.paths import shipped_suite
 from mlagate.matrix.reader import POSITIVE, Node, Reader
 
 # a suite's `gates:` node (None without one) and its contract, read with the profiles
-GateNodes = dict[str, tuple[Node | None, descriptors.Descriptor]]
+GateNodes = dict[str, tuple[Node | None, contracts.Contract]]
 
 
 def read_suites(
@@ -57,8 +57,8 @@ def read_suites(
         if not suite_path.is_file():
             raise r.fail(node, key, f"no suite file {suite_path}")
         try:
-            declared = descriptors.load(suite_path)
-        except descriptors.DescriptorError as exc:
+            declared = contracts.load(suite_path)
+        except contracts.ContractError as exc:
             raise r.fail(node, key, str(exc)) from None
         if declared.kind != kind:
             raise r.fail(

@@ -302,7 +302,7 @@ def _run_plan(derived: Path, suite: str, chosen: list[Case], out: Path, opts: Op
         raise execute.UsageError(str(exc)) from None
     ids = {c.id for c in chosen}
     cases = tuple(c for c in every if c.id in ids)
-    plan = runplan.RunPlan(dm, opts.profile, opts.backend, opts.runner, False, cases, installs)
+    plan = runplan.HandOff(dm, opts.profile, opts.backend, opts.runner, False, cases, installs)
     return runplan.write(out, plan)
 
 

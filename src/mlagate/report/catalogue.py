@@ -79,13 +79,13 @@ class Catalogue:
         entry = self.entries.get(suite)
         return entry.kind if entry else "correctness"
 
-    def _descriptor(self, suite: str) -> suites.Descriptor | None:
+    def _contract(self, suite: str) -> suites.Contract | None:
         entry = self.entries.get(suite)
-        return entry.descriptor if entry else None
+        return entry.contract if entry else None
 
     def order(self, present: set[str]) -> list[str]:
         def rank(s: str) -> tuple:
-            d = self._descriptor(s)
+            d = self._contract(s)
             return (
                 KINDS.index(self.kind(s)) if self.kind(s) in KINDS else len(KINDS),
                 d.order if d else 1000,
@@ -104,7 +104,7 @@ class Catalogue:
 
     def sections(self, present: set[str]) -> list[tuple[str, suites.PlotSection]]:
         """(suite, its plot section) in the suites' order."""
-        return [(s, d.plots) for s in self.order(present) if (d := self._descriptor(s)) and d.plots]
+        return [(s, d.plots) for s in self.order(present) if (d := self._contract(s)) and d.plots]
 
     def plots(self, rows: list[dict]) -> list[plotting.Plot]:
         """Every plot section's charts, drawn by the report from the suite's typed results."""
@@ -113,7 +113,7 @@ class Catalogue:
             by_suite.setdefault(r["suite"], []).append(r)
         out = []
         for s, section in self.sections(set(by_suite)):
-            d = self._descriptor(s)
+            d = self._contract(s)
             typed = [r for r in by_suite[s] if d.typed(r)]
             for chart in DRAWINGS[section.draw](typed, d.key_figures) if typed else ():
                 chart.kind = section.id
@@ -124,7 +124,7 @@ class Catalogue:
         """Every key figure of the known suites, by id, the per-module problem count first."""
         out = {PROBLEMS.id: PROBLEMS}
         for s in self.order(set(self.entries)):
-            d = self._descriptor(s)
+            d = self._contract(s)
             for f in d.key_figures if d else ():
                 out.setdefault(f.id, f)
         return out
@@ -132,7 +132,7 @@ class Catalogue:
     def _by_row(self, rows: list[dict], interval: bool) -> dict[str, object]:
         out: dict[str, object] = {}
         for r in rows:
-            d = self._descriptor(r["suite"])
+            d = self._contract(r["suite"])
             if d is None or r["verdict"] == "argued" or not d.typed(r):
                 continue  # a result whose metrics do not meet the suite's schema: no figure
             for f in d.key_figures:

@@ -40,7 +40,7 @@ from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
-from mlagate.suites import declaration
+from mlagate.suites import contract_path
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
 VERSION = 1  # of what a key holds: a change here re-runs everything
@@ -154,7 +154,7 @@ def harness_files(package: Path = PACKAGE) -> dict[str, str]:
 def suite_files(matrix: Matrix, suite: str, package: Path = PACKAGE) -> dict[str, str]:
     """The suite's test body, its contract beside it, and the mlagate modules it imports."""
     path = matrix.suites[suite].file
-    contract = declaration(path)
+    contract = contract_path(path)
     out = {
         "test": file_sha(path) if path.is_file() else "absent",
         "contract": file_sha(contract) if contract.is_file() else "absent",
