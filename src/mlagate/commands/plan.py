@@ -37,8 +37,8 @@ def add_parser(sub) -> None:
         "--manifest",
         type=Path,
         default=None,
-        help="with --format github: write the job list (every job's case ids) here, for mlagate merge "
-        "--plan",
+        help="with --format github: write the job list (every job's case ids) here, for "
+        "mlagate merge --plan",
     )
     p.add_argument(
         "--costs",
