@@ -24,6 +24,7 @@ from pathlib import Path
 from mlagate import armidentity, documents
 from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
+from mlagate.modulefiles import module_file
 
 
 @dataclass(frozen=True)
@@ -232,5 +233,4 @@ def _overlay(arm: Arm, on: Installed, site: Path) -> dict:
 
 
 def has_module(site: Path, import_path: str) -> bool:
-    base = site.joinpath(*import_path.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return module_file(site, import_path) is not None

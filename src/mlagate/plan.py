@@ -14,6 +14,7 @@ from mlagate import documents, expectations, guardmodel, packs
 from mlagate.arms import ArmInstall
 from mlagate.caseid import CaseId
 from mlagate.matrix import Arm, Matrix, Module
+from mlagate.modulefiles import module_file
 from mlagate.scan import guards as scanner
 
 EVIDENCE = ("checkpoint", "synthetic", "argued")
@@ -287,12 +288,9 @@ class ArmScan:
 
     def classes_of(self, import_path: str) -> set[str]:
         if import_path not in self.classes:
-            base = self.inst.site.joinpath(*import_path.split("."))
-            f = (
-                base.with_suffix(".py")
-                if base.with_suffix(".py").is_file()
-                else base / "__init__.py"
-            )
+            f = module_file(self.inst.site, import_path)
+            if f is None:
+                raise FileNotFoundError(f"{self.inst.site}: no module {import_path}")
             tree = ast.parse(f.read_text(encoding="utf-8"))
             self.classes[import_path] = sorted(
                 {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}

@@ -29,6 +29,7 @@ from mlagate.gate import outdir
 from mlagate.gate.discovery import Found, extend, known_modules, runtime_of
 from mlagate.matrix import Matrix, load
 from mlagate.matrix.model import Runtime
+from mlagate.modulefiles import module_file
 
 HEAD, BASE = "head", "base"
 
@@ -126,15 +127,14 @@ def export_base(head: Path, ref: str, dest: Path, package: str) -> str:
 def _classes(tree: Path, import_path: str) -> set[str]:
     """The classes a module of tree defines (none when the module is not there or does not
     parse)."""
-    base = tree.joinpath(*import_path.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            try:
-                parsed = ast.parse(path.read_text(encoding="utf-8"))
-            except (SyntaxError, UnicodeDecodeError, ValueError):
-                return set()
-            return {n.name for n in ast.walk(parsed) if isinstance(n, ast.ClassDef)}
-    return set()
+    path = module_file(tree, import_path)
+    if path is None:
+        return set()
+    try:
+        parsed = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return set()
+    return {n.name for n in ast.walk(parsed) if isinstance(n, ast.ClassDef)}
 
 
 def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict]:

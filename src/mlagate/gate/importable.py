@@ -14,18 +14,12 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
+from mlagate.modulefiles import module_file
+
 
 class Unimportable(ValueError):
     """A module found in a tree that cannot be imported there; one line, exit 3 (nothing could
     be measured)."""
-
-
-def module_file(tree: Path, import_path: str) -> Path | None:
-    base = tree.joinpath(*import_path.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
 
 
 def _unguarded(body: list[ast.stmt]) -> Iterable[ast.stmt]:

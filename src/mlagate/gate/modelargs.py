@@ -8,6 +8,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlagate.modulefiles import module_file, source_file
+
 # keys that keep a whole model tiny, where its args class has them (the shipped matrix's values)
 TINY = {
     "intermediate_size": 256,
@@ -65,11 +67,8 @@ class Source:
     @classmethod
     def of(cls, head: Path, import_path: str) -> Source:
         """The file of a dotted module path under head."""
-        base = Path(head, *import_path.split("."))
-        for path in (base.with_suffix(".py"), base / "__init__.py"):
-            if path.is_file():
-                return cls.read(path)
-        return cls(None)
+        path = module_file(Path(head), import_path)
+        return cls(None) if path is None else cls.read(path)
 
     def defines(self, name: str) -> bool:
         return name in self.names
@@ -89,9 +88,7 @@ class Source:
             for _ in range(level - 1):
                 folder = folder.parent
             base = Path(folder, *module.split(".")) if module else folder
-            nxt = next(
-                (p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None
-            )
+            nxt = source_file(base)
             if nxt is None:
                 return None
             src = Source.read(nxt)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from mlagate.modulefiles import module_file
 from mlagate.mutate import poolsites, sites
 from mlagate.mutate.edits import Mutant, _after_segment, _Builder, _Edit, _segment  # noqa: F401
 from mlagate.mutate.maskoperators import MASK_OPERATORS, mask_mutants
@@ -96,7 +97,7 @@ def generate_many(
     mask_done: set[str] = set()
     serving_done: set[str] = set()
     for module, import_path, cls_name in modules:
-        path = _module_file(Path(site), import_path)
+        path = module_file(Path(site), import_path)
         if path is None:
             continue
         text = path.read_text(encoding="utf-8")
@@ -116,14 +117,6 @@ def generate_many(
         if wanted & set(SERVING_OPERATORS):
             serving_mutants(b, wanted, module, path, serving_done)
     return b.mutants
-
-
-def _module_file(site: Path, import_path: str) -> Path | None:
-    base = site.joinpath(*import_path.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _module_mutants(

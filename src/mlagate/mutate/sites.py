@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import guardmodel as gm
+from mlagate.modulefiles import source_file
 from mlagate.scan.analysis import Function, identifiers
 
 __all__ = [
@@ -172,9 +173,9 @@ def imported_from(tree: ast.Module, name: str, path: Path) -> Path | None:
             for _ in range(node.level - 1):
                 folder = folder.parent
             base = folder.joinpath(*(node.module or "").split(".")) if node.module else folder
-            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if candidate.is_file():
-                    return candidate
+            found = source_file(base)
+            if found is not None:
+                return found
     return None
 
 

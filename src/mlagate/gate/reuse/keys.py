@@ -39,6 +39,7 @@ from mlagate.armidentity import reuse_data
 from mlagate.arms import ArmInstall
 from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, to_json
+from mlagate.modulefiles import module_file
 from mlagate.plan import Case
 from mlagate.suites import contract_path
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
@@ -79,14 +80,6 @@ def _read_imports(stamp: tuple) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     return tuple(Source.read(Path(stamp[0])).modules)
 
 
-def _file_of(root: Path, dotted: str) -> Path | None:
-    base = root.joinpath(*dotted.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
 def _dotted(root: Path, path: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -97,7 +90,7 @@ def closure(root: Path, starts: list[str], tops: set[str], inits: bool = False) 
     module under root they import whose top-level package is in tops (relative imports too).
     inits: with the __init__.py of each package on the way (Python runs them; the worker's
     LeanImporter leaves a runtime's bare, so not for an arm)."""
-    todo = [p for p in (_file_of(root, s) for s in starts) if p is not None]
+    todo = [p for p in (module_file(root, s) for s in starts) if p is not None]
     seen: dict[Path, str] = {}
     while todo:
         path = todo.pop()
@@ -116,7 +109,7 @@ def closure(root: Path, starts: list[str], tops: set[str], inits: bool = False) 
             if inits:
                 parts = module.split(".")
                 wanted += [".".join(parts[:i]) for i in range(1, len(parts))]
-            todo += [p for p in (_file_of(root, d) for d in wanted) if p is not None]
+            todo += [p for p in (module_file(root, d) for d in wanted) if p is not None]
     return {str(p.relative_to(root).as_posix()): sha for p, sha in sorted(seen.items())}
 
 
