@@ -144,7 +144,7 @@ def test_strict_fails_on_any_changed_verdict_or_outcome_and_on_a_missing_case():
     assert changed.exit_code == 1 and [v["case"] for v in changed.verdicts] == [
         before[0]["case_id"]
     ]
-    assert changed.text().endswith("strict: 1 case differ in verdict, outcome or presence")
+    assert changed.text().endswith("strict: 1 case differs in verdict, outcome or presence")
     outcome_only = [_row("fail", "fail", False), before[1]]  # the same verdict, fail
     outcome_only[0]["expected"] = "pass"  # now a regression, where it was as expected
     assert _strict(before, outcome_only).exit_code == 1

@@ -119,8 +119,9 @@ class Comparison:
         )
         if self.strict:
             lines.append(
-                f"strict: {len(self.verdicts)} case{'s' * (len(self.verdicts) != 1)} differ in "
-                "verdict, outcome or presence"
+                f"strict: {len(self.verdicts)} "
+                + ("case differs" if len(self.verdicts) == 1 else "cases differ")
+                + " in verdict, outcome or presence"
                 if self.verdicts
                 else "strict: every case has the same verdict and outcome in A and B"
             )
