@@ -166,13 +166,13 @@ def _xdist_name(pid: int) -> str | None:
 
 
 def _worker_in_a_case(run_pid: int, out: Path, deadline: float) -> int | None:
-    """The pid of an xdist worker 1 s into a case it is still running (each step of the slowed
+    """The pid of an xdist worker 0.5 to 2 s into a case it is still running (each step of the slowed
     module sleeps 1 s, so the case is in flight when it is killed): the worker's own events file
     names the case, and no result of it has landed."""
     while time.monotonic() < deadline:
         time.sleep(0.1)
         for name, now in events.current(out).items():
-            if not 0.8 <= time.time() - now["started"] <= 1.2:
+            if not 0.5 <= time.time() - now["started"] <= 2.0:
                 continue
             # an xdist worker names itself only after it started: its arm worker inherits it
             arm_workers = [p for p in _children_of(run_pid) if _xdist_name(p) == name]
