@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from mlagate.commands import calibrate
-from mlagate.gate.errors import UsageError
+from mlagate.errors import UsageError
 
 from .conftest import FIXTURES, cli
 

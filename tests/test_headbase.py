@@ -262,7 +262,7 @@ def shipped_trees(tmp_path):
             path = (tmp_path / side).joinpath(*m.import_path.split(".")).with_suffix(".py")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"class {m.attention}:\n    pass\n")
-    from mlagate.gate.discovery import Found
+    from mlagate.scan.discovery import Found
 
     return shipped, {mid: Found(m.import_path, m.attention, mid, mid) for mid, m in modules.items()}
 

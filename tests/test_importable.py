@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlagate import headrun, outcomes
-from mlagate.gate import importable
+from mlagate.scan import importable
 from tests.conftest import ROOT, cli
 
 SHIPPED = ROOT / "matrix.yaml"

@@ -38,7 +38,7 @@ BAD_INPUT = (
     ("mlagate.packs", "PackError"),
     ("mlagate.report.mutation", "KillMatrixError"),
     ("mlagate.matrix.model", "MatrixError"),
-    ("mlagate.gate.errors", "UsageError"),
+    ("mlagate.errors", "UsageError"),
     ("mlagate.plan", "PlanError"),
     ("mlagate.gate.headbase", "HeadBaseError"),
     ("mlagate.arms", "ArmError"),
@@ -48,7 +48,7 @@ BAD_INPUT = (
     ("mlagate.gate.merge", "MergeError"),
 )
 REFUSED = (("mlagate.commands.runopts", "Refused"),)
-CANNOT_MEASURE = (("mlagate.gate.importable", "Unimportable"),)  # exit 3: nothing could run
+CANNOT_MEASURE = (("mlagate.scan.importable", "Unimportable"),)  # exit 3: nothing could run
 
 
 def _raised(table) -> tuple[type, ...]:

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from mlagate import backends
+from mlagate.errors import UsageError
 from mlagate.gate import bounds
-from mlagate.gate.errors import UsageError
 from mlagate.matrix import BACKENDS, default_path, load
 
 

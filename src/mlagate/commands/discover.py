@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.gate import bounds, discovery
+from mlagate.gate import bounds
 from mlagate.matrix import default_path, load
+from mlagate.scan import discovery
 
 
 def add_parser(sub) -> None:

@@ -8,9 +8,9 @@ from mlagate import headrun, outcomes, results
 from mlagate.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
+from mlagate.errors import UsageError
 from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
-from mlagate.gate.errors import UsageError
 from mlagate.gate.request import RunRequest, ShardSpec
 from mlagate.matrix import MatrixError, default_path
 from mlagate.plan import PlanError, Selection

@@ -11,7 +11,7 @@ from pathlib import Path
 from mlagate import arms as arms_mod
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
-from mlagate.gate.errors import UsageError
+from mlagate.errors import UsageError
 from mlagate.matrix import default_path, load
 from mlagate.scan import formats, guards, model
 

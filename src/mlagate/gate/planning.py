@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mlagate import arms as arms_mod
 from mlagate.arms import ArmInstall
+from mlagate.errors import UsageError
 from mlagate.gate import bounds, shard
-from mlagate.gate.errors import UsageError
 from mlagate.matrix import Matrix
 from mlagate.plan import Case, Coverage, PlanError, Selection, arm_scan, coverage, expand
 

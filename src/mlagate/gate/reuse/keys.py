@@ -5,7 +5,7 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
 
 - `runtime`: the files of the arm's install that the case runs, by content: the module's file
   and, transitively, the arm's own modules it imports (read with `ast`,
-  mlagate.gate.modelargs.Source, never imported), with the runtime modules the worker imports
+  mlagate.scan.modelargs.Source, never imported), with the runtime modules the worker imports
   by name (`models.cache`, `speculative.cache_state`, `utils`, `generate`, `processors`) and
   the arm's activation module; `baseline_runtime` likewise for an arm with a baseline.
 - `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs
@@ -37,9 +37,9 @@ import mlagate
 from mlagate import hashing
 from mlagate.armidentity import reuse_data
 from mlagate.arms import ArmInstall
-from mlagate.gate.modelargs import Source
 from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
+from mlagate.scan.modelargs import Source
 from mlagate.suites import declaration
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
