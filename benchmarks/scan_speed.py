@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 
 CHILD = """
 import resource, sys, time

@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from mlagate import arms, matrix  # noqa: E402
+from mlagate import matrix
+from mlagate.arm import arms  # noqa: E402
 from mlagate.harness.supervisor import PIN_ENV, WorkerProcess  # noqa: E402
 
 CONFIG = {

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from mlagate.harness.supervisor import WorkerPool
 from mlagate.worker import blas
 

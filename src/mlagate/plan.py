@@ -10,8 +10,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlagate import documents, expectations, guardmodel, packs
-from mlagate.arms import ArmInstall
+from mlagate import documents, expectations, guardmodel
+from mlagate.arm import packs
+from mlagate.arm.arms import ArmInstall
 from mlagate.matrix import Arm, Matrix, Module
 from mlagate.scan import guards as scanner
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlagate import headrun, outcomes, results
-from mlagate.arms import ArmError
+from mlagate.arm.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
 from mlagate.errors import UsageError

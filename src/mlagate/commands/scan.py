@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import arms as arms_mod
+from mlagate.arm import arms as arms_mod
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
 from mlagate.errors import UsageError

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import headrun, results
-from mlagate.arms import ArmInstall
+from mlagate.arm.arms import ArmInstall
 from mlagate.gate.reuse.keys import Deriver, Key
 from mlagate.gate.reuse.store import Store
 from mlagate.matrix import Matrix, default_path

@@ -9,7 +9,7 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
   by name (`models.cache`, `speculative.cache_state`, `utils`, `generate`, `processors`) and
   the arm's activation module; `baseline_runtime` likewise for an arm with a baseline.
 - `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs
-  (mlagate.armidentity.reuse_data).
+  (mlagate.arm.armidentity.reuse_data).
 - `suite`: the test body and its contract; `harness`: the mlagate code the suite runs
   through (the harness, the worker and every mlagate module they import), by content.
 - `matrix`: the case's resolved entry (suite gates, module config for the arm, geometry,
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import mlagate
 from mlagate import hashing
-from mlagate.armidentity import reuse_data
-from mlagate.arms import ArmInstall
+from mlagate.arm.armidentity import reuse_data
+from mlagate.arm.arms import ArmInstall
 from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
 from mlagate.scan.modelargs import Source
