@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from mlagate import matrix
+from mlagate import matrix, paths
 from mlagate.arm import arms
 
 CHILD = """
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    m = matrix.load(matrix.default_path())
+    m = matrix.load(paths.default_path())
     if args.path:
         target = args.path
     else:

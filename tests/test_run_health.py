@@ -62,7 +62,7 @@ def test_tox_envs_call_mlagate_run():
 
 
 def test_the_report_knows_the_kind_of_every_bundled_suite():
-    from mlagate.matrix import bundled
+    from mlagate.paths import bundled
     from mlagate.report.catalogue import Catalogue
 
     matrix = load(bundled("matrix.yaml"))

@@ -68,7 +68,7 @@ class Result:
     health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
-    metrics_version: int | None = None  # the suite contract's metrics version (mlagate.metrics)
+    metrics_version: int | None = None  # its contract's metrics version (mlagate.contract.metrics)
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -158,8 +158,9 @@ def write_document(doc: dict, results_dir: Path, stem: str) -> Path:
 
 def read(path: Path) -> dict:
     """One result file, validated against schemas/result.json (mlagate.documents) and its
-    metrics against its suite's contract (mlagate.metrics)."""
-    from mlagate import documents, metrics
+    metrics against its suite's contract (mlagate.contract.metrics)."""
+    from mlagate import documents
+    from mlagate.contract import metrics
 
     try:
         return metrics.check(documents.load(path, "result"), str(path))

@@ -12,7 +12,8 @@ from pathlib import Path
 from mlagate import backends
 from mlagate.errors import UsageError
 from mlagate.gate import bounds
-from mlagate.matrix import BACKENDS, default_path, load
+from mlagate.matrix import BACKENDS, load
+from mlagate.paths import default_path
 
 
 class Parser(argparse.ArgumentParser):

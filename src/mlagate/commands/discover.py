@@ -7,7 +7,8 @@ from pathlib import Path
 
 from mlagate.commands import args as cargs
 from mlagate.gate import bounds
-from mlagate.matrix import default_path, load
+from mlagate.matrix import load
+from mlagate.paths import default_path
 from mlagate.scan import discovery
 
 

@@ -12,7 +12,8 @@ from mlagate.errors import UsageError
 from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
 from mlagate.gate.request import RunRequest, ShardSpec
-from mlagate.matrix import MatrixError, default_path
+from mlagate.matrix import MatrixError
+from mlagate.paths import default_path
 from mlagate.plan import PlanError, Selection
 
 

@@ -15,7 +15,8 @@ from typing import IO
 
 from mlagate import lifeline
 from mlagate.errors import UsageError
-from mlagate.matrix import Matrix, bundled
+from mlagate.matrix import Matrix
+from mlagate.paths import bundled
 
 OK_CODES = (0, 1, 5)  # passed, some failed, nothing collected: pytest ran to its end
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mlagate.matrix.paths import shipped_suite
+from mlagate.paths import shipped_suite
 
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from mlagate import gates as gatespec
-from mlagate import suites as descriptors
+from mlagate.contract import gates as gatespec
+from mlagate.contract import suites as descriptors
 from mlagate.matrix.model import (
     BACKENDS,
     DTYPES,
@@ -21,8 +21,8 @@ from mlagate.matrix.model import (
     Runner,
     Suite,
 )
-from mlagate.matrix.paths import shipped_suite
 from mlagate.matrix.reader import POSITIVE, Node, Reader
+from mlagate.paths import shipped_suite
 
 # a suite's `gates:` node (None without one) and its contract, read with the profiles
 GateNodes = dict[str, tuple[Node | None, descriptors.Descriptor]]

@@ -9,8 +9,9 @@ from mlagate import backends
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.gate import shard
-from mlagate.matrix import BACKENDS, default_path, load
+from mlagate.matrix import BACKENDS, load
 from mlagate.mutate import killmatrix, operators, run
+from mlagate.paths import default_path
 
 
 def add_parser(sub, common, workers) -> None:

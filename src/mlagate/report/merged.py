@@ -12,7 +12,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from mlagate import documents, metrics, outcomes, results, safefiles
+from mlagate import documents, outcomes, results, safefiles
+from mlagate.contract import metrics
 
 MERGED_SCHEMA = "mlagate.merged/1"
 

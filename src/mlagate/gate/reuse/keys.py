@@ -37,10 +37,10 @@ import mlagate
 from mlagate import hashing
 from mlagate.arm.armidentity import reuse_data
 from mlagate.arm.arms import ArmInstall
+from mlagate.contract.suites import declaration
 from mlagate.matrix import Matrix, to_json
 from mlagate.plan import Case
 from mlagate.scan.modelargs import Source
-from mlagate.suites import declaration
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
 VERSION = 1  # of what a key holds: a change here re-runs everything
