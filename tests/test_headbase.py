@@ -323,7 +323,7 @@ def test_a_module_base_does_not_define_runs_on_head_only(tmp_path):
     ],
 )
 def test_relative_outcomes(head, base, outcome):
-    from mlagate import outcomes
+    from mlagate.verdict import outcomes
 
     row = {"verdict": head, "expected": "argued" if head == "argued" else "pass"}
     other = None if base is None else {"verdict": base}
@@ -337,7 +337,7 @@ def test_relative_outcomes(head, base, outcome):
 def test_both_failing_of_other_kinds_is_a_changed_failure():
     """Fail on both sides: still failing when the failure kinds agree (or a side names none),
     a changed failure (red) when they differ."""
-    from mlagate import outcomes
+    from mlagate.verdict import outcomes
 
     def fail(*kinds):
         return {"verdict": "fail", "expected": "pass", "failure": {"kinds": list(kinds)}}

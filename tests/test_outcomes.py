@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import cli, documents, outcomes, results, upgrade
+from mlagate import cli, documents, results, upgrade
 from mlagate.harness import Failed, check, policy
 from mlagate.harness.case import CaseRun
 from mlagate.matrix import MatrixError, load
 from mlagate.report import junit, summary
 from mlagate.report import merged as merged_doc
+from mlagate.verdict import outcomes
 
 from .conftest import FIXTURES
 

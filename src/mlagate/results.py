@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlagate import outcomes
+from mlagate.verdict import outcomes
 
 SCHEMA = "mlagate.result/2"
 VERDICTS = ("pass", "fail", "invalid", "argued")
@@ -184,8 +184,8 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        """0 every case as expected, 1 a red outcome (mlagate.outcomes.RED), 3 only invalid or
-        missing cases left."""
+        """0 every case as expected, 1 a red outcome (mlagate.verdict.outcomes.RED), 3 only invalid
+        or missing cases left."""
         return outcomes.exit_code(self.outcomes)
 
 

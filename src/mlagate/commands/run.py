@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import headrun, outcomes, results
+from mlagate import headrun, results
 from mlagate.arm.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
@@ -15,6 +15,7 @@ from mlagate.gate.request import RunRequest, ShardSpec
 from mlagate.matrix import MatrixError
 from mlagate.paths import default_path
 from mlagate.plan import PlanError, Selection
+from mlagate.verdict import outcomes
 
 
 def add_parser(sub) -> None:

@@ -1,7 +1,7 @@
 """`backend_limits:` of matrix.yaml: what an MLX backend cannot run (an operation at a dtype),
-stated once for every arm, head and vendored tree. A module says which of the limited
-operations its tiny model runs (`modules.<id>.ops`); mlagate.expectations skips the cases that
-need one on the backend that lacks it."""
+stated once for every arm, head and vendored tree. A module says which of the limited operations its
+tiny model runs (`modules.<id>.ops`); mlagate.verdict.expectations skips the cases that need one on
+the backend that lacks it."""
 
 from __future__ import annotations
 

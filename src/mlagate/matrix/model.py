@@ -197,7 +197,7 @@ class Expectation:
 class BackendLimit:
     """What an MLX backend cannot run: an operation at a dtype. Every case on that backend that
     runs the dtype, of a module whose `ops` name the operation, is skipped with the reason,
-    whatever its arm (mlagate.expectations)."""
+    whatever its arm (mlagate.verdict.expectations)."""
 
     backend: str
     dtype: str
