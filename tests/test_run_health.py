@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from mlagate.commands import runopts as runcli
-from mlagate.gate import health
+from mlagate.machine import health
 from mlagate.matrix import load
 from mlagate.plan import Selection
 from tests.conftest import FIXTURES

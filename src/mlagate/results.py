@@ -65,7 +65,7 @@ class Result:
     duration_s: float = 0.0
     stderr: str = ""
     failure: dict | None = None  # a fail's kinds and details (mlagate.harness.policy)
-    health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
+    health: dict | None = None  # performance: the machine's health checks (mlagate.machine.health)
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
     metrics_version: int | None = None  # its contract's metrics version (mlagate.contract.metrics)

@@ -9,9 +9,9 @@ import os
 import re
 from pathlib import Path
 
-from mlagate import backends
 from mlagate.errors import UsageError
 from mlagate.gate import bounds
+from mlagate.machine import runners
 from mlagate.matrix import BACKENDS, load
 from mlagate.paths import default_path
 
@@ -140,8 +140,8 @@ def context(args, matrix=None, runner=None, backend=None, profile=None):
     if backend is None:
         backend = getattr(args, "backend", None)
     try:
-        runner, backend = backends.chosen(matrix, runner, backend)
-    except backends.BackendError as exc:
+        runner, backend = runners.chosen(matrix, runner, backend)
+    except runners.BackendError as exc:
         raise UsageError(str(exc)) from None
     if profile is None:
         profile = getattr(args, "profile", None)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from mlagate import backends
 from mlagate.commands import args as cargs
-from mlagate.gate import health
+from mlagate.machine import health, runners
 from mlagate.matrix import BACKENDS
 
 
@@ -37,7 +36,7 @@ def main(args) -> int:
     fitness = health.check(
         health.System(),
         performance=args.performance,
-        backend=args.backend or backends.default_backend(),
+        backend=args.backend or runners.default_backend(),
         min_free_gb=args.min_free_gb,
     )
     print(fitness.json() if args.format == "json" else fitness.text())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlagate import backends
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.gate import shard
+from mlagate.machine import runners
 from mlagate.matrix import BACKENDS, load
 from mlagate.mutate import killmatrix, operators, run
 from mlagate.paths import default_path
@@ -88,8 +88,8 @@ def add_parser(sub, common, workers) -> None:
 def main(args: argparse.Namespace) -> int:
     matrix = load(args.matrix or default_path())
     try:
-        runner, backend = backends.chosen(matrix, args.runner, args.backend)
-    except backends.BackendError as exc:
+        runner, backend = runners.chosen(matrix, args.runner, args.backend)
+    except runners.BackendError as exc:
         raise execute.UsageError(str(exc)) from None
     profile = args.profile or matrix.runners[runner].profile or "quick"
     if profile not in matrix.profiles:

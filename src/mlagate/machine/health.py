@@ -7,7 +7,7 @@ governor (when readable) and, when the cuda backend is expected, the NVIDIA GPU 
 with no other compute process on it. A performance runner fails on what would skew timings
 (battery, throttling, load, another MLX process); a correctness runner only warns on those.
 
-The parsers (mlagate.gate.healthparse) are pure functions over the commands' text, so recorded
+The parsers (mlagate.machine.healthparse) are pure functions over the commands' text, so recorded
 outputs test them.
 """
 
@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlagate.gate.healthparse import MLX_PROCESS as MLX_PROCESS
-from mlagate.gate.healthparse import (
+from mlagate.machine.healthparse import MLX_PROCESS as MLX_PROCESS
+from mlagate.machine.healthparse import (
     mlx_processes,
     parse_low_power,
     parse_meminfo,
