@@ -9,10 +9,11 @@ import os
 import re
 from pathlib import Path
 
+from mlagate import backends
 from mlagate.errors import UsageError
 from mlagate.gate import bounds
 from mlagate.machine import runners
-from mlagate.matrix import BACKENDS, load
+from mlagate.matrix import load
 from mlagate.paths import default_path
 
 
@@ -58,9 +59,9 @@ def selection(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner "
+        help="MLX backend (default: the runner's declared backend; the runner "
         "defaults to "
         "the first of metal on macOS, else cpu)",
     )

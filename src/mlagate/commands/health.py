@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from mlagate import backends
 from mlagate.commands import args as cargs
-from mlagate.machine import health, runners
-from mlagate.matrix import BACKENDS
+from mlagate.machine import health
 
 
 def add_parser(sub) -> None:
@@ -19,9 +19,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="the MLX backend expected: cpu, metal or cuda (default: metal on macOS, else cpu)",
+        help="the MLX backend expected (default: metal on macOS, else cpu)",
     )
     p.add_argument(
         "--min-free-gb",
@@ -36,7 +36,7 @@ def main(args) -> int:
     fitness = health.check(
         health.System(),
         performance=args.performance,
-        backend=args.backend or runners.default_backend(),
+        backend=args.backend or backends.default_backend(),
         min_free_gb=args.min_free_gb,
     )
     print(fitness.json() if args.format == "json" else fitness.text())

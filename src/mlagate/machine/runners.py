@@ -1,4 +1,4 @@
-"""Which runner a run is for, and the MLX backend that runner declares (cpu, metal or cuda).
+"""Which runner a run is for, and the MLX backend that runner declares (mlagate.backends).
 
 A case records its runner's declared backend; the worker checks it against the backend MLX
 reports there (mlagate.harness: a mismatch makes the case invalid), so budgets chosen by the
@@ -8,21 +8,13 @@ backend are never another backend's.
 from __future__ import annotations
 
 import os
-import sys
 
-from mlagate.matrix import BACKENDS, Matrix
+from mlagate.backends import default_backend
+from mlagate.matrix import Matrix
 
 
 class BackendError(ValueError):
     """A runner and --backend that disagree; one line."""
-
-
-def default_backend() -> str:
-    """metal on macOS, else $MLAGATE_BACKEND, else cpu."""
-    if sys.platform == "darwin":
-        return "metal"
-    asked = os.environ.get("MLAGATE_BACKEND", "cpu")
-    return asked if asked in BACKENDS else "cpu"
 
 
 def default_runner(matrix: Matrix, backend: str) -> str:

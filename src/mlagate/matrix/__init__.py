@@ -17,7 +17,6 @@ from mlagate.matrix.findings import read_allowlist, read_equivalent_mutants, rea
 from mlagate.matrix.jsonform import from_json, thaw, to_json
 from mlagate.matrix.limits import read_backend_limits
 from mlagate.matrix.model import (
-    BACKENDS,
     DTYPES,
     ROLES,
     SCHEMA_VERSION,
@@ -59,7 +58,6 @@ from mlagate.matrix.targets import (
 )
 
 __all__ = [  # the public face: every name importable from mlagate.matrix
-    "BACKENDS",
     "DTYPES",
     "ROLES",
     "SCHEMA_VERSION",

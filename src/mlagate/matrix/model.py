@@ -13,7 +13,6 @@ from mlagate.paths import shipped_suite
 
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")
-BACKENDS = ("cpu", "metal", "cuda")
 SUITE_KINDS = ("correctness", "performance")
 DTYPES = ("float32", "bfloat16", "float16")
 

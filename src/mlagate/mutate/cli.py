@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlagate import backends
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.gate import shard
 from mlagate.machine import runners
-from mlagate.matrix import BACKENDS, load
+from mlagate.matrix import load
 from mlagate.mutate import killmatrix, operators, run
 from mlagate.paths import default_path
 
@@ -74,9 +75,9 @@ def add_parser(sub, common, workers) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend)",
+        help="MLX backend (default: the runner's declared backend)",
     )
     p.add_argument(
         "--runner",
