@@ -200,7 +200,8 @@ def test_the_shipped_arguments_cover_exactly_the_unreachable_serving_mutants(rea
     """On the shipped patched arms, deepseek_v3 and glm5_next: matrix.yaml argues 18 serving
     mutants; none of the 12 that serving_batched killed on the CPU is among them (a glob that
     swallowed one would hide a mutant the suites can see)."""
-    from mlagate import arms, matrix
+    from mlagate import matrix
+    from mlagate.arm import arms
     from mlagate.mutate import run
     from tests.conftest import ROOT
 

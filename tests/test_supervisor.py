@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from mlagate.harness.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 CONFIG = {

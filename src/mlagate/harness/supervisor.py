@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlagate.arms import ArmInstall
+from mlagate.arm.arms import ArmInstall
 from mlagate.worker import blas
 from mlagate.worker.activation import worker_env
 from mlagate.worker.server import PIN_ENV

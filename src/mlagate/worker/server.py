@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 
+from mlagate import backends
 from mlagate.worker import activation, device, machine, probes, rollback, tracing
 from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
@@ -84,10 +85,9 @@ class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ReuseOp
     def fingerprint(self) -> dict:
         mx = self.mx
         device = mx.default_device()
-        backend = "cpu"
+        backend = backends.running(mx)
         name = platform.processor() or platform.machine()
         if device.type == mx.gpu:
-            backend = "metal" if mx.metal.is_available() else "cuda"
             try:
                 info = mx.device_info() if hasattr(mx, "device_info") else mx.metal.device_info()
                 name = info.get("device_name", name)

@@ -1,6 +1,6 @@
 """Installing one arm into a staging folder: its source (pip --no-deps, or a package tree
 copied), its needs, what its activation installs, the files an overlay arm copies over another
-arm's install, and its patches (`git apply -p1`). mlagate.arms decides when (the cache, the
+arm's install, and its patches (`git apply -p1`). mlagate.arm.arms decides when (the cache, the
 lock, the rename into place).
 
 A distribution whose Requires-Python excludes this interpreter is installed all the same, with
@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import armidentity, documents
+from mlagate import documents
+from mlagate.arm import armidentity
 from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
 
@@ -132,7 +133,7 @@ def _version(site: Path, runtime: Runtime) -> str:
 
 def install(arm: Arm, runtime: Runtime, staging: Path, key: str, on: Installed | None) -> None:
     """Install an arm into staging (site/ and arm.json); on: the installed arm an overlay arm
-    overlays (materialised first by mlagate.arms)."""
+    overlays (materialised first by mlagate.arm.arms)."""
     site = staging / "site"
     notes: list[str] = []
     extra: dict = {}
