@@ -166,9 +166,8 @@ def _xdist_name(pid: int) -> str | None:
 
 
 def _worker_in_a_case(run_pid: int, out: Path, deadline: float) -> int | None:
-    """The pid of an xdist worker 0.5 to 2 s into a case it is still running (each step of the slowed
-    module sleeps 1 s, so the case is in flight when it is killed): the worker's own events file
-    names the case, and no result of it has landed."""
+    """The pid of an xdist worker 0.5 to 2 s into a case it still runs (each step of the slowed
+    module sleeps 1 s): its events file names the case, and no result of it has landed."""
     while time.monotonic() < deadline:
         time.sleep(0.1)
         for name, now in events.current(out).items():
