@@ -26,6 +26,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlagate import armsources
 from mlagate.hashing import file_sha, tree_digest
 from mlagate.matrix import Arm
 
@@ -86,7 +87,7 @@ def cache_key(arm: Arm, interpreter: Interpreter | None = None) -> str:
         if arm.needs:
             here = interpreter or Interpreter.here()
             payload["python"], payload["platform"] = here.python, here.platform
-        if arm.source.kind == "path":
+        if armsources.KINDS[arm.source.kind].local:
             payload["tree"] = tree_digest(Path(arm.source.spec))
     payload["patches"] = patches(arm)
     if arm.activate is not None and arm.activate.install:

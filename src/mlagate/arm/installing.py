@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents
+from mlagate import armsources, documents
 from mlagate.arm import armidentity
 from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
@@ -113,11 +113,7 @@ def _pip_run(arm: str, args: list[str], what: str) -> None:
 
 def _requirement(arm: Arm, runtime: Runtime) -> str:
     src = arm.source
-    if src.kind == "pypi":
-        return src.spec
-    if src.kind == "git":
-        return f"{runtime.distribution} @ git+{src.spec}@{src.ref}"
-    return src.spec
+    return armsources.KINDS[src.kind].requirement(src.spec, src.ref, runtime.distribution)
 
 
 def _version(site: Path, runtime: Runtime) -> str:
@@ -176,7 +172,7 @@ def _install_source(arm: Arm, runtime: Runtime, site: Path, notes: list[str]) ->
     """The runtime from the arm's own source (pip --no-deps, or a package tree copied), then
     its needs (with their dependencies)."""
     tree = Path(arm.source.spec)
-    if arm.source.kind == "path" and not any(
+    if armsources.KINDS[arm.source.kind].local and not any(
         (tree / f).exists() for f in ("pyproject.toml", "setup.py")
     ):
         if not (tree / runtime.package).is_dir():
