@@ -272,12 +272,18 @@ class ServingOps:
         """A step with "retain" (per row, how many of its tokens are kept): the runtime's
         speculative cache transaction (mlx-vlm `speculative.cache_state`), committed with each
         row's count after the step, as its batched speculative decoding commits. None where
-        the runtime has none: the tokens stay on both sides and the reply says so."""
+        the runtime has none, or where a cache has no trim at all (a linear-attention state,
+        which the transaction rolls back only from records the model's layers keep): the tokens
+        stay on both sides and the reply says so."""
         if "retain" not in step:
             return None
         cs = self._serving_runtime(entry, "speculative.cache_state")
         if cs is None or not hasattr(cs, "start_speculative_cache"):
             side.per_row = "the runtime has no speculative cache transaction"
+            return None
+        stateful = sorted({type(c).__name__ for c in leaves(cache) if not hasattr(c, "trim")})
+        if stateful:
+            side.per_row = f"{', '.join(stateful)} has no trim (a state, not a token cache)"
             return None
         return cs.start_speculative_cache(cache, len(step["tokens"][0]))
 
