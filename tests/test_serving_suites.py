@@ -112,3 +112,19 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
         assert "QuantizedKVCache" in row["classes"]["tested"], label
         assert row["compared"] == 3 * 8, label  # q4 against the plain run kept from q8: all of it
         assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
+
+
+def test_the_steps_of_a_per_row_rejection_and_of_rows_leaving():
+    """gates.retain: a verify of the widest width whose rows keep their own count (clamped to
+    the width), then a decode; gates.leave: a decode before which those rows leave, then a
+    verify of the widest width; every step holds tokens for every row."""
+    from mlagate.harness import serving as sv
+
+    g = {"rows": [5, 3, 2], "widths": [1, 4], "rejected": 1, "retain": [9, 2, 1], "leave": [0]}
+    rows, steps = sv.rows_and_steps(g, 50, 1)
+    assert [len(r) for r in rows] == [5, 3, 2]
+    assert [s["width"] for s in steps] == [1, 4, 4, 1, 4, 1, 1, 4]
+    assert steps[2]["trim"] == 1 and steps[4]["retain"] == [4, 2, 1]
+    assert steps[6]["keep"] == [1, 2] and not any("keep" in s for s in steps[:6] + steps[7:])
+    assert all(len(t) == s["width"] for s in steps for t in s["tokens"])
+    assert all(len(s["tokens"]) == 3 for s in steps)
