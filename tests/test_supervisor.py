@@ -152,3 +152,24 @@ def test_a_module_imported_from_outside_the_arm_is_refused(pool):
             forced=False,
             geometry={"heads": 2, "r": 64, "n": 16, "v": 16},
         )
+
+
+def test_release_drops_the_models_of_a_used_worker_and_skips_an_idle_one(pool):
+    w = pool.get("fake-stock")
+    ops = []
+    real_call = w.call
+
+    def spy(op, timeout, **req):
+        ops.append(op)
+        return real_call(op, timeout, **req)
+
+    w.call = spy
+    pool.release()  # only hello so far: nothing to drop, no call
+    assert ops == []
+    _build(w)
+    pool.release()
+    assert ops == ["build", "release"]
+    with pytest.raises(WorkerError, match="unstable"):
+        w.call("step", 60, key="unstable", T=4, L=2, seed=0)  # the model was dropped
+    pool.release()  # the failed step may have left state: released again
+    assert ops[-1] == "release"
