@@ -300,6 +300,9 @@ def test_costs_are_derived_from_results_on_disk(tmp_path, run_cli):
         "marginal_cost",
         "crossover",
         "l1_parity",
+        "serving_batched",
+        "serving_quantized",
+        "serving_prompt_reuse",
     } <= set(bundled.suites)
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(shard.ShardError, match="bad.json"):
