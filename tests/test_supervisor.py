@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import time
@@ -173,3 +174,21 @@ def test_release_drops_the_models_of_a_used_worker_and_skips_an_idle_one(pool):
         w.call("step", 60, key="unstable", T=4, L=2, seed=0)  # the model was dropped
     pool.release()  # the failed step may have left state: released again
     assert ops[-1] == "release"
+
+
+def test_a_worker_logs_each_ops_cpu_seconds_where_asked(fake_matrix, fake_cache, tmp_path):
+    m = matrix.load(fake_matrix)
+    inst = arms.materialise(m.arms["fake-stock"], m.runtimes["fakemla"], fake_cache)
+    logs = tmp_path / "ops"
+    logs.mkdir()
+    pool = WorkerPool({"fake-stock": inst}, env={"MLAGATE_OP_LOG": str(logs)}, log_dir=tmp_path)
+    try:
+        w = pool.get("fake-stock")
+        _build(w)
+        pool.release()
+    finally:
+        pool.close()
+    rows = [json.loads(x) for f in logs.glob("ops-*.jsonl") for x in f.read_text().splitlines()]
+    assert [r["op"] for r in rows] == ["hello", "build", "release", "exit"]
+    build = rows[1]
+    assert build["key"] == "unstable" and 0 < build["cpu_s"] and 0 < build["wall_s"]
