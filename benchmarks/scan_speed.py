@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 
-from mlagate import arms, matrix
+from mlagate import matrix, paths
+from mlagate.arm import arms
 
 CHILD = """
 import resource, sys, time
@@ -39,7 +40,7 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    m = matrix.load(matrix.default_path())
+    m = matrix.load(paths.default_path())
     if args.path:
         target = args.path
     else:

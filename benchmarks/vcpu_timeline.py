@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from mlagate import arms, matrix  # noqa: E402
+from mlagate import matrix, paths  # noqa: E402
+from mlagate.arm import arms  # noqa: E402
 from mlagate.harness.supervisor import PIN_ENV, WorkerProcess  # noqa: E402
 
 CONFIG = {
@@ -53,7 +54,7 @@ def main() -> None:
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--loops", type=int, default=5)
     args = ap.parse_args()
-    m = matrix.load(matrix.default_path())
+    m = matrix.load(paths.default_path())
     arm = m.arms["mlx-lm-0.32.2-patched"]
     inst = arms.materialise(arm, m.runtimes[arm.runtime])
     allowed = sorted(os.sched_getaffinity(0))

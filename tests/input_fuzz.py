@@ -161,7 +161,7 @@ RESULTS = [
     ("geometry missing", False, {"geometry": DROP}),
     ("started and duration missing", False, {"started": DROP, "duration_s": DROP}),
     ("metrics of 1e300", False, {"metrics": {"ratio": 1e300, "ms": -1e300}}),
-    # a suite's metrics against its contract's schema (mlagate.metrics; issue 37)
+    # a suite's metrics against its contract's schema (mlagate.contract.metrics; issue 37)
     (
         "marginal_cost metrics: a cache length 'abc'",
         True,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from tests.conftest import ROOT
 from tests.fakert import git
 

@@ -4,14 +4,15 @@ register): the plan mlagate run would write for the selection, gaps allowed."""
 
 from pathlib import Path
 
-from mlagate import backends, matrix, runplan
+from mlagate import matrix, runplan
 from mlagate.gate import planning
+from mlagate.machine import runners
 from mlagate.plan import Selection
 
 
 def write(matrix_path, out: Path, cache: Path, suites=(), modules=(), arms=()) -> Path:
     m = matrix.load(Path(matrix_path))
-    runner, backend = backends.resolve(m, None, None)
+    runner, backend = runners.resolve(m, None, None)
     selection = Selection(tuple(suites), tuple(modules), tuple(arms))
     outcome = planning.plan(m, selection, "quick", backend, runner, cache)
     cases = tuple(outcome.cases)

@@ -30,7 +30,7 @@ def _lint(src: Path) -> subprocess.CompletedProcess:
 def test_the_architecture_contracts_hold():
     proc = _lint(ROOT / "src")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "Contracts: 4 kept, 0 broken." in proc.stdout
+    assert "Contracts: 5 kept, 0 broken." in proc.stdout
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -60,12 +60,14 @@ def test_a_forbidden_import_in_the_worker_package_breaks_the_contract(tmp_path):
         assert link in proc.stdout, proc.stdout[-3000:]
 
 
-def test_the_guard_model_imports_only_the_standard_library(tmp_path):
+def test_the_guard_model_and_the_backend_registry_import_only_the_standard_library(tmp_path):
     pkg = _copy(tmp_path)
     _plant(pkg / "guardmodel.py", "import mlx.core")
+    _plant(pkg / "backends.py", "from mlagate import matrix")
     proc = _lint(tmp_path)
     assert proc.returncode != 0
-    assert "mlagate.guardmodel -> mlx" in proc.stdout, proc.stdout[-3000:]
+    for link in ("mlagate.guardmodel -> mlx", "mlagate.backends -> mlagate.matrix"):
+        assert link in proc.stdout, proc.stdout[-3000:]
 
 
 SIZES = ROOT / "tools" / "sizes.py"

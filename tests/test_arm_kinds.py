@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from mlagate.matrix import MatrixError
 from mlagate.worker.activation import worker_env
 

@@ -1,6 +1,6 @@
-"""One arm identity, two keys: the arm cache key (mlagate.arms.arm_key) and the reuse key's arm
+"""One arm identity, two keys: the arm cache key (mlagate.arm.arms.arm_key) and the reuse key's arm
 part (mlagate.gate.reuse.keys), pinned to the values the code gave before they shared
-mlagate.armidentity (main at c0dff10, on 2-core Linux x86_64 with Python 3.11). A pin that moves
+mlagate.arm.armidentity (main at c0dff10, on 2-core Linux x86_64 with Python 3.11). A pin that moves
 means every cached arm is installed again (its folder is not found) or every case is measured
 again: change one only on purpose, and say why in the commit."""
 
@@ -9,8 +9,9 @@ from types import MappingProxyType
 
 import pytest
 
-from mlagate import armidentity, arms, matrix
-from mlagate.armidentity import Interpreter
+from mlagate import matrix
+from mlagate.arm import armidentity, arms
+from mlagate.arm.armidentity import Interpreter
 from mlagate.gate.reuse.keys import digest
 from mlagate.matrix import Activation, Arm, ArmSource, Overlay, OverlayFile
 

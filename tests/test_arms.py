@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 
 from .conftest import ROOT
 

@@ -10,7 +10,7 @@ import yaml
 
 from mlagate import matrix, plan
 from mlagate.gate import headbase
-from mlagate.gate.discovery import Found
+from mlagate.scan.discovery import Found
 from tests.conftest import ROOT
 
 SHIPPED = ROOT / "matrix.yaml"

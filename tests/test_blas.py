@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from mlagate.harness.supervisor import WorkerPool
 from mlagate.worker import blas
 
@@ -115,7 +116,7 @@ def test_the_wheels_library_is_linked_beside_mlxs_fortran_runtime(tmp_path, monk
 
 
 def test_health_warns_on_the_reference_blas_and_fails_a_choice_naming_nothing():
-    from mlagate.gate import health
+    from mlagate.machine import health
 
     assert health._blas({blas.BLAS_ENV: "/no/such.so"}).status == "fail"
     found = OPENBLAS or WHEEL

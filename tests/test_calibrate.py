@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from mlagate.commands import calibrate
-from mlagate.gate.errors import UsageError
+from mlagate.errors import UsageError
 
 from .conftest import FIXTURES, cli
 
@@ -104,7 +104,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 def test_a_calibrated_gate_may_be_uncalibrated_and_no_other_may():
     from mlagate import matrix
-    from mlagate.gates import UNCALIBRATED
+    from mlagate.contract.gates import UNCALIBRATED
     from mlagate.matrix import MatrixError
 
     from .conftest import ROOT

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mlagate import arms, checkpoints, matrix
+from mlagate import checkpoints, matrix
+from mlagate.arm import arms
 from mlagate.harness.supervisor import WorkerPool
 
 from .conftest import ROOT, cli

@@ -3,7 +3,7 @@ their intervals."""
 
 import json
 
-from mlagate.gate import compare
+from mlagate.report import compare
 
 
 def _break_fixed(matrix):

@@ -55,7 +55,7 @@ def test_dispatch_catches_guards_that_disagree_with_where(verdicts):
 def test_a_control_is_confirmed_only_by_the_failure_kind_of_its_defect(verdicts):
     """A stock control failing dispatch by the single-query guard (wrong_path) is as expected;
     one failing it because its guards disagree (guards_disagree) is a changed failure, red."""
-    from mlagate import outcomes
+    from mlagate.verdict import outcomes
 
     stock = verdicts[("dispatch", "fake/good", "fake-stock")]
     assert stock["control"] and stock["expected_kinds"] == ["wrong_path"]

@@ -1,4 +1,4 @@
-"""Discovery that reuses (mlagate.gate.discovery): a class found anywhere in a tree runs as the
+"""Discovery that reuses (mlagate.scan.discovery): a class found anywhere in a tree runs as the
 registered module it matches; a tree without a runtimes: entry gets one; the worker imports a
 module's cache from the module's own runtime package. On the fake runtime, vendored."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlagate.gate import discovery
-from mlagate.gate.modelargs import Source, tiny_config
 from mlagate.matrix import load
+from mlagate.scan import discovery
+from mlagate.scan.modelargs import Source, tiny_config
 from mlagate.worker.stepping import runtime_root
 from tests.conftest import FIXTURES
 from tests.fakert import FIX, fake_tree, git

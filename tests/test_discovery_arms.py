@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlagate.gate import discovery, headbase
+from mlagate.gate import headbase
 from mlagate.matrix import load
+from mlagate.scan import discovery
 from tests.vendored import NOVEL, SHIPPED, stock_site, vendored_repo
 
 pytestmark = pytest.mark.arms

@@ -15,7 +15,8 @@ import shutil
 
 import pytest
 
-from mlagate import matrix, outcomes
+from mlagate import matrix
+from mlagate.verdict import outcomes
 
 from .conftest import FIXTURES, ROOT, cli
 

@@ -262,7 +262,7 @@ def shipped_trees(tmp_path):
             path = (tmp_path / side).joinpath(*m.import_path.split(".")).with_suffix(".py")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"class {m.attention}:\n    pass\n")
-    from mlagate.gate.discovery import Found
+    from mlagate.scan.discovery import Found
 
     return shipped, {mid: Found(m.import_path, m.attention, mid, mid) for mid, m in modules.items()}
 
@@ -323,7 +323,7 @@ def test_a_module_base_does_not_define_runs_on_head_only(tmp_path):
     ],
 )
 def test_relative_outcomes(head, base, outcome):
-    from mlagate import outcomes
+    from mlagate.verdict import outcomes
 
     row = {"verdict": head, "expected": "argued" if head == "argued" else "pass"}
     other = None if base is None else {"verdict": base}
@@ -337,7 +337,7 @@ def test_relative_outcomes(head, base, outcome):
 def test_both_failing_of_other_kinds_is_a_changed_failure():
     """Fail on both sides: still failing when the failure kinds agree (or a side names none),
     a changed failure (red) when they differ."""
-    from mlagate import outcomes
+    from mlagate.verdict import outcomes
 
     def fail(*kinds):
         return {"verdict": "fail", "expected": "pass", "failure": {"kinds": list(kinds)}}

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from mlagate.gate import health
+from mlagate.machine import health
 from tests.conftest import FIXTURES, cli
 
 REC = FIXTURES / "health"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import headrun, outcomes
-from mlagate.gate import importable
+from mlagate import headrun
+from mlagate.scan import importable
+from mlagate.verdict import outcomes
 from tests.conftest import ROOT, cli
 
 SHIPPED = ROOT / "matrix.yaml"

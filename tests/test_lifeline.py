@@ -12,6 +12,7 @@ from pathlib import Path
 from mlagate import lifeline, matrix
 from mlagate.gate import run as execute
 from mlagate.gate.request import RunRequest
+from mlagate.harness import events
 from mlagate.plan import Selection
 
 
@@ -153,6 +154,37 @@ def _ppid(pid: int) -> int:
         return -1
 
 
+def _xdist_name(pid: int) -> str | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"PYTEST_XDIST_WORKER="):
+            return item.split(b"=", 1)[1].decode()
+    return None
+
+
+def _worker_in_a_case(run_pid: int, out: Path, deadline: float) -> int | None:
+    """The pid of an xdist worker 0.5 to 2 s into a case it still runs (each step of the slowed
+    module sleeps 1 s): its events file names the case, and no result of it has landed."""
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        for name, now in events.current(out).items():
+            if not 0.5 <= time.time() - now["started"] <= 2.0:
+                continue
+            # an xdist worker names itself only after it started: its arm worker inherits it
+            arm_workers = [p for p in _children_of(run_pid) if _xdist_name(p) == name]
+            pids = sorted({_ppid(p) for p in arm_workers} - {-1})
+            landed = any(
+                json.loads(r.read_text()).get("case_id") == now["case"]
+                for r in (out / "results").glob("*.json")
+            )
+            if pids and not landed:
+                return pids[0]
+    return None
+
+
 def test_an_xdist_worker_crash_makes_the_case_invalid_with_logs_and_replay(
     fake_matrix, fake_cache, tmp_path
 ):
@@ -176,17 +208,9 @@ def test_an_xdist_worker_crash_makes_the_case_invalid_with_logs_and_replay(
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    deadline = time.monotonic() + 120
-    busy: list[int] = []
-    while not busy and time.monotonic() < deadline:
-        time.sleep(0.2)
-        started = _children_of(proc.pid)
-        pytest_main = [p for p in started if _ppid(p) == proc.pid]
-        xdist = [p for p in started if _ppid(p) in pytest_main]
-        busy = [x for x in xdist if any(_ppid(p) == x for p in started)]  # an arm worker below
-    assert busy, "found the xdist worker running a case (its arm worker a level below)"
-    time.sleep(1.5)  # the case is in flight (each step of the slowed module sleeps 1 s)
-    os.kill(busy[0], signal.SIGKILL)
+    victim = _worker_in_a_case(proc.pid, out, deadline=time.monotonic() + 120)
+    assert victim, "found an xdist worker that has just started a case"
+    os.kill(victim, signal.SIGKILL)
     stdout, _ = proc.communicate(timeout=300)
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     crashed = [r for r in rows if "crashed running this case" in r["reason"]]

@@ -26,12 +26,12 @@ def test_shipped_matrix_loads_into_frozen_dataclasses():
 
 
 def test_the_gates_reference_in_the_docs_is_generated_from_the_suites():
-    from mlagate import gatedoc
+    from mlagate.contract import gatedoc
 
     text = (ROOT / "docs" / "matrix.md").read_text()
     block = text[text.index(gatedoc.BEGIN) : text.index(gatedoc.END) + len(gatedoc.END)]
     assert block == gatedoc.render(), (
-        "docs/matrix.md is stale: regenerate it with python -m mlagate.gatedoc"
+        "docs/matrix.md is stale: regenerate it with python -m mlagate.contract.gatedoc"
     )
 
 

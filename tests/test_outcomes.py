@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import cli, documents, outcomes, results, upgrade
+from mlagate import cli, documents, results, upgrade
 from mlagate.harness import Failed, check, policy
 from mlagate.harness.case import CaseRun
 from mlagate.matrix import MatrixError, load
 from mlagate.report import junit, summary
 from mlagate.report import merged as merged_doc
+from mlagate.verdict import outcomes
 
 from .conftest import FIXTURES
 
@@ -318,7 +319,7 @@ def test_a_result_1_folder_is_upgraded_and_reported(tmp_path, capsys):
 @pytest.mark.parametrize("verb", sorted(cli.VERBS))
 def test_every_verb_maps_interrupt_bad_input_and_refusal_to_one_table(verb, monkeypatch, capsys):
     from mlagate.commands import runopts
-    from mlagate.gate.errors import UsageError
+    from mlagate.errors import UsageError
 
     args = {
         "plan": [],
@@ -470,7 +471,7 @@ def test_merge_machine_and_compare_documents_go_through_the_one_loader(tmp_path,
     )
     assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "html")]) == 0
     assert "machine.json: cores: 'many' is not of type" in capsys.readouterr().err
-    from mlagate.gate import compare
+    from mlagate.report import compare
 
     doc = compare.compare([_row("pass")], [_row("fail")]).to_json()
     assert documents.validate(dict(doc, a="A", b="B"), "compare", "compare")["worse"] > 0

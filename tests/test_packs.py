@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import arms, matrix, packs
+from mlagate import matrix
+from mlagate.arm import arms, packs
 
 KEY = "0123456789abcdef0123"
 

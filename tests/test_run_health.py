@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from mlagate.commands import runopts as runcli
-from mlagate.gate import health
+from mlagate.machine import health
 from mlagate.matrix import load
 from mlagate.plan import Selection
 from tests.conftest import FIXTURES
@@ -62,7 +62,7 @@ def test_tox_envs_call_mlagate_run():
 
 
 def test_the_report_knows_the_kind_of_every_bundled_suite():
-    from mlagate.matrix import bundled
+    from mlagate.paths import bundled
     from mlagate.report.catalogue import Catalogue
 
     matrix = load(bundled("matrix.yaml"))

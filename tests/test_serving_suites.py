@@ -1,5 +1,6 @@
 """The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
-cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
+cache (finalize forgets the padding it rolled; filter keeps the wrong rows' padding once a row
+leaves), in its padding handling (the attention drops
 the batch cache's padding term) in its quantized cache (its biases dropped when read back) and in
 its prompt-cache round trip (a loaded cache loses its last token).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
@@ -14,6 +15,7 @@ from .conftest import FIXTURES
 
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
+LEAVE = 7  # the step before which row 0 leaves the batch (after 5 widths, a rejection, a decode)
 SUITES = ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes")
 
 
@@ -42,6 +44,20 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
         assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
     for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # one sequence each
         assert verdicts[(suite, arm)]["verdict"] == "pass", suite
+
+
+def test_a_planted_filter_defect_fails_the_kept_rows_after_a_row_leaves_only(verdicts):
+    """filter keeping the first rows' padding: every row equals its plain run until row 0
+    leaves the batch, then the kept rows (given another row's padding) differ; the cold batch
+    shows it too; the single-sequence suites pass."""
+    r = verdicts[("serving_batched", "fake-filterbug")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["batch_row_mismatch"]
+    first = r["reason"].split(";")[0]  # problems in row and step order: the earliest first
+    assert f"row 1 step {LEAVE + 1} (L=1)" in first, r["reason"]
+    for path, row in r["metrics"]["cases"].items():  # cold: rows 1 and 2 had paddings 1 and 1,
+        assert row["rows_over"] == ([1] if path == "cold" else [1, 2]), path  # now 0 and 1
+    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):
+        assert verdicts[(suite, "fake-filterbug")]["verdict"] == "pass", suite
 
 
 def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts):
@@ -77,8 +93,10 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(v
     r = verdicts[("serving_batched", arm)]
     assert r["verdict"] == "pass", r["reason"]
     cases = r["metrics"]["cases"]
-    assert set(cases) == {"path=natural", "path=absorbed", "path=materialised"}
-    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 for c in cases.values())
+    assert set(cases) == {"path=natural", "path=absorbed", "path=materialised", "cold"}
+    paths = [c for label, c in cases.items() if label != "cold"]
+    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 + 2 * 2 for c in paths)
+    assert cases["cold"]["compared"] == 3 * 2 + 2 * 2 and cases["cold"]["max_ulps"] <= 64
     assert cases["path=natural"]["classes"] == {
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
@@ -94,3 +112,19 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
         assert "QuantizedKVCache" in row["classes"]["tested"], label
         assert row["compared"] == 3 * 8, label  # q4 against the plain run kept from q8: all of it
         assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
+
+
+def test_the_steps_of_a_per_row_rejection_and_of_rows_leaving():
+    """gates.retain: a verify of the widest width whose rows keep their own count (clamped to
+    the width), then a decode; gates.leave: a decode before which those rows leave, then a
+    verify of the widest width; every step holds tokens for every row."""
+    from mlagate.harness import serving as sv
+
+    g = {"rows": [5, 3, 2], "widths": [1, 4], "rejected": 1, "retain": [9, 2, 1], "leave": [0]}
+    rows, steps = sv.rows_and_steps(g, 50, 1)
+    assert [len(r) for r in rows] == [5, 3, 2]
+    assert [s["width"] for s in steps] == [1, 4, 4, 1, 4, 1, 1, 4]
+    assert steps[2]["trim"] == 1 and steps[4]["retain"] == [4, 2, 1]
+    assert steps[6]["keep"] == [1, 2] and not any("keep" in s for s in steps[:6] + steps[7:])
+    assert all(len(t) == s["width"] for s in steps for t in s["tokens"])
+    assert all(len(s["tokens"]) == 3 for s in steps)

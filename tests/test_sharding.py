@@ -300,6 +300,9 @@ def test_costs_are_derived_from_results_on_disk(tmp_path, run_cli):
         "marginal_cost",
         "crossover",
         "l1_parity",
+        "serving_batched",
+        "serving_quantized",
+        "serving_prompt_reuse",
     } <= set(bundled.suites)
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(shard.ShardError, match="bad.json"):
@@ -455,3 +458,36 @@ def test_a_malformed_manifest_or_plan_is_one_line_naming_the_key(tmp_path):
     plan.write_text(json.dumps({"schema": "mlagate.plan/1", "jobs": [{"runner": "x"}]}))
     with pytest.raises(merge.MergeError, match=r"plan\.json: jobs\.0: missing key 'shard'"):
         merge.merge([shard], tmp_path / "o2", plan)
+
+
+def test_costsplice_puts_fresh_suites_onto_the_shipped_scale():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "costsplice.py"
+    spec = importlib.util.spec_from_file_location("costsplice", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    def table(source, suites):
+        return {
+            "schema": "mlagate.costs/1",
+            "source": source,
+            "runners": [],
+            "suites": {s: {"default": d, "modules": m} for s, (d, m) in suites.items()},
+        }
+
+    shipped = table("quiet", {"a": (1.0, {"x": 1.0, "y": 2.0}), "old": (5.0, {"x": 5.0})})
+    fresh = table(
+        "loaded",
+        {"a": (3.0, {"x": 3.0, "y": 6.0}), "new": (9.0, {"x": 9.0}), "old": (30.0, {"x": 30.0})},
+    )
+    out, factor, count = tool.splice(shipped, fresh, ["new", "old"])
+    assert (round(factor, 6), count) == (round(1 / 3, 6), 2)  # from suite a only
+    assert out["suites"]["new"] == {"default": 3.0, "modules": {"x": 3.0}}
+    assert out["suites"]["old"] == {"default": 10.0, "modules": {"x": 10.0}}
+    assert out["suites"]["a"] == shipped["suites"]["a"]
+    assert out["source"].startswith("quiet; new, old from loaded, times 0.33")
+    with pytest.raises(ValueError, match="no suite gone"):
+        tool.splice(shipped, fresh, ["gone"])
+    with pytest.raises(ValueError, match="share no"):
+        tool.splice(shipped, fresh, ["a", "new", "old"])

@@ -8,7 +8,7 @@ from mlagate import matrix
 from mlagate.gate import run as gate_run
 from mlagate.gate.reuse import keys
 from mlagate.hashing import file_sha
-from mlagate.matrix.paths import shipped_suite
+from mlagate.paths import shipped_suite
 
 from .conftest import ROOT
 

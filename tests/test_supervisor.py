@@ -1,10 +1,12 @@
+import json
 import os
 import signal
 import time
 
 import pytest
 
-from mlagate import arms, matrix
+from mlagate import matrix
+from mlagate.arm import arms
 from mlagate.harness.supervisor import WorkerError, WorkerPool, pinned_cpu
 
 CONFIG = {
@@ -152,3 +154,42 @@ def test_a_module_imported_from_outside_the_arm_is_refused(pool):
             forced=False,
             geometry={"heads": 2, "r": 64, "n": 16, "v": 16},
         )
+
+
+def test_release_drops_the_models_of_a_used_worker_and_skips_an_idle_one(pool):
+    w = pool.get("fake-stock")
+    ops = []
+    real_call = w.call
+
+    def spy(op, timeout, **req):
+        ops.append(op)
+        return real_call(op, timeout, **req)
+
+    w.call = spy
+    pool.release()  # only hello so far: nothing to drop, no call
+    assert ops == []
+    _build(w)
+    pool.release()
+    assert ops == ["build", "release"]
+    with pytest.raises(WorkerError, match="unstable"):
+        w.call("step", 60, key="unstable", T=4, L=2, seed=0)  # the model was dropped
+    pool.release()  # the failed step may have left state: released again
+    assert ops[-1] == "release"
+
+
+def test_a_worker_logs_each_ops_cpu_seconds_where_asked(fake_matrix, fake_cache, tmp_path):
+    m = matrix.load(fake_matrix)
+    inst = arms.materialise(m.arms["fake-stock"], m.runtimes["fakemla"], fake_cache)
+    logs = tmp_path / "ops"
+    logs.mkdir()
+    pool = WorkerPool({"fake-stock": inst}, env={"MLAGATE_OP_LOG": str(logs)}, log_dir=tmp_path)
+    try:
+        w = pool.get("fake-stock")
+        _build(w)
+        pool.release()
+    finally:
+        pool.close()
+    rows = [json.loads(x) for f in logs.glob("ops-*.jsonl") for x in f.read_text().splitlines()]
+    assert [r["op"] for r in rows] == ["hello", "build", "release", "exit"]
+    build = rows[1]
+    assert build["key"] == "unstable" and 0 < build["cpu_s"] and 0 < build["wall_s"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlagate import metrics, suites
+from mlagate.contract import metrics, suites
 
 from . import input_corpora, input_fuzz
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mlagate import arms
+from mlagate.arm import arms
 from mlagate.matrix import load
 from mlagate.scan import guards
 from tests.conftest import ROOT

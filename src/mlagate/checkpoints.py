@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlagate.arms import cache_root
+from mlagate.arm.arms import cache_root
 
 FORMAT = 1  # bump when the writer changes what lands in a checkpoint directory
 

@@ -1,5 +1,5 @@
 """The command line: a thin shell over the verbs of mlagate.commands, with one exit-code table
-for every verb (mlagate.outcomes, docs/gate.md): 0 green, 1 red, 2 bad input or usage (one
+for every verb (mlagate.verdict.outcomes, docs/gate.md): 0 green, 1 red, 2 bad input or usage (one
 line, no traceback), 3 could not measure or missing (a refusal to measure on an unfit machine
 among them), 130 interrupted, 141 the reader went away."""
 
@@ -10,9 +10,10 @@ import os
 import signal
 import sys
 
-from mlagate import __version__, outcomes
+from mlagate import __version__
 from mlagate.commands import args as cargs
 from mlagate.commands import help as chelp
+from mlagate.verdict import outcomes
 
 # each verb's module, imported only when that verb runs (or for the full help): `mlagate plan`
 # then imports nothing of the worker, the harness or pytest
@@ -35,13 +36,13 @@ BAD_INPUT = (
     ("mlagate.gate.outdir", "FolderBusy"),
     ("mlagate.gate.resume", "ResumeError"),
     ("mlagate.gate.preflight", "PreflightError"),
-    ("mlagate.packs", "PackError"),
+    ("mlagate.arm.packs", "PackError"),
     ("mlagate.report.mutation", "KillMatrixError"),
     ("mlagate.matrix.model", "MatrixError"),
-    ("mlagate.gate.errors", "UsageError"),
+    ("mlagate.errors", "UsageError"),
     ("mlagate.plan", "PlanError"),
     ("mlagate.gate.headbase", "HeadBaseError"),
-    ("mlagate.arms", "ArmError"),
+    ("mlagate.arm.arms", "ArmError"),
     ("mlagate.results", "ResultError"),
     ("mlagate.report.merged", "ReportError"),
     ("mlagate.gate.shard", "ShardError"),
@@ -49,7 +50,7 @@ BAD_INPUT = (
     ("mlagate.caseid", "CaseIdError"),
 )
 REFUSED = (("mlagate.commands.runopts", "Refused"),)
-CANNOT_MEASURE = (("mlagate.gate.importable", "Unimportable"),)  # exit 3: nothing could run
+CANNOT_MEASURE = (("mlagate.scan.importable", "Unimportable"),)  # exit 3: nothing could run
 
 
 def _raised(table) -> tuple[type, ...]:

@@ -1,9 +1,9 @@
 """A head run's outcomes, relative to base (`mlagate run --head`).
 
-Every case head runs also runs on base (the same suite, module, geometry, dtype and backend on
-the arm `base`); each head case is judged against its base counterpart by
-mlagate.outcomes.relative. A head case whose counterpart was never planned (a module base does
-not have, a suite that compares head with base itself) is a *new case*, judged by its
+Every case head runs also runs on base (the same suite, module, geometry, dtype and backend on the
+arm `base`); each head case is judged against its base counterpart by
+mlagate.verdict.outcomes.relative. A head case whose counterpart was never planned (a module base
+does not have, a suite that compares head with base itself) is a *new case*, judged by its
 expectation. Base's rows are kept beside head's, each side with its commit (head-run.json).
 """
 
@@ -13,8 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents, outcomes, results
+from mlagate import documents, results
 from mlagate.caseid import CaseId
+from mlagate.verdict import outcomes
 
 HEAD, BASE = "head", "base"
 FIXED_BY_CHANGE = outcomes.FIXED_BY_CHANGE
@@ -112,7 +113,8 @@ class Judged:
 
 
 def judge(rows: list[dict], planned: list[str], strict: bool, label: str) -> Judged:
-    """Pair each head row with its base counterpart and judge it (mlagate.outcomes.relative)."""
+    """Pair each head row with its base counterpart and judge it
+    (mlagate.verdict.outcomes.relative)."""
     by_id = {r["case_id"]: r for r in rows}
     planned_ids = set(planned) | set(by_id)
     judged, base_rows = [], [r for r in rows if r["arm"] == BASE]
@@ -199,6 +201,6 @@ def for_report(sources: list[Path], rows: list[dict]) -> dict | None:
 
 def outcome_in(head_run: dict | None, row: dict) -> str:
     """A row's outcome in a report: relative to base for a head case of a head run, else its own
-    (mlagate.outcomes.outcome)."""
+    (mlagate.verdict.outcomes.outcome)."""
     case = (head_run or {}).get("cases", {}).get(row["case_id"])
     return case["outcome"] if case else outcomes.outcome(row)

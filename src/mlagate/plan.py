@@ -10,12 +10,14 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlagate import documents, expectations, guardmodel, packs
-from mlagate.arms import ArmInstall
+from mlagate import documents, guardmodel
+from mlagate.arm import packs
+from mlagate.arm.arms import ArmInstall
 from mlagate.caseid import CaseId
 from mlagate.matrix import Arm, Matrix, Module
 from mlagate.modulefiles import module_file
 from mlagate.scan import guards as scanner
+from mlagate.verdict import expectations
 
 EVIDENCE = ("checkpoint", "synthetic", "argued")
 
@@ -38,7 +40,7 @@ class Case:
     checkpoint: str | None = None
     # A/A: the arm against a second worker of itself (a noise-floor case, never the arm's verdict)
     aa: bool = False
-    expected: str = "pass"  # the verdict the gate expects (mlagate.expectations)
+    expected: str = "pass"  # the verdict the gate expects (mlagate.verdict.expectations)
     expectation: str = ""  # why
     control: bool = False  # a control arm's must-fail case
     expected_kinds: tuple[str, ...] = ()  # expected fail: the failure kinds that confirm it

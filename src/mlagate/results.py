@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlagate import outcomes
+from mlagate.verdict import outcomes
 
 SCHEMA = "mlagate.result/3"
 VERDICTS = ("pass", "fail", "invalid", "argued")
@@ -65,10 +65,10 @@ class Result:
     duration_s: float = 0.0
     stderr: str = ""
     failure: dict | None = None  # a fail's kinds and details (mlagate.harness.policy)
-    health: dict | None = None  # performance: the machine's health checks (mlagate.gate.health)
+    health: dict | None = None  # performance: the machine's health checks (mlagate.machine.health)
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
-    metrics_version: int | None = None  # the suite contract's metrics version (mlagate.metrics)
+    metrics_version: int | None = None  # its contract's metrics version (mlagate.contract.metrics)
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -159,8 +159,9 @@ def write_document(doc: dict, results_dir: Path, stem: str) -> Path:
 
 def read(path: Path) -> dict:
     """One result file, validated against schemas/result.json (mlagate.documents) and its
-    metrics against its suite's contract (mlagate.metrics)."""
-    from mlagate import documents, metrics
+    metrics against its suite's contract (mlagate.contract.metrics)."""
+    from mlagate import documents
+    from mlagate.contract import metrics
 
     try:
         return metrics.check(documents.load(path, "result"), str(path))
@@ -184,8 +185,8 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        """0 every case as expected, 1 a red outcome (mlagate.outcomes.RED), 3 only invalid or
-        missing cases left."""
+        """0 every case as expected, 1 a red outcome (mlagate.verdict.outcomes.RED), 3 only invalid
+        or missing cases left."""
         return outcomes.exit_code(self.outcomes)
 
 

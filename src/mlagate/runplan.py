@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mlagate import documents
 from mlagate import matrix as matrix_mod
-from mlagate.arms import ArmInstall
+from mlagate.arm.arms import ArmInstall
 from mlagate.matrix import Matrix
 from mlagate.plan import Case
 

@@ -6,7 +6,12 @@ the runtime pads them) are prefilled in one call through the runtime's batching 
 (mlagate.worker.serving: mlx-vlm's `_make_cache` with the padding mask passed as
 `attention_mask`, mlx-lm's `_merge_caches` with prepare/finalize), then fed one step of each
 width of gates.widths (decode and verify steps on warm caches), a verify step whose last
-gates.rejected tokens are trimmed back through the runtime's trim, and a decode. Each row's
+gates.rejected tokens are trimmed back through the runtime's trim, and a decode; a verify step
+whose rows keep gates.retain tokens each (a rejection per row, through the runtime's
+speculative cache transaction; a runtime without one says so), and a decode; then the rows
+of gates.leave leave the batch through the runtime's filter (their requests finished) and the
+others get a decode and a verify step (a pool cache must keep each row's pools); and, on the
+natural path, a batch of gates.cold_rows whose rows leave before any holds a pool. Each row's
 logits at every step equal the same tokens run as one sequence through the runtime's plain
 cache (make_prompt_cache): within gates.same_path_ulps (0: bitwise) where both took the same
 path, within gates.cross_path_ulps where the batch, which decides once for all its rows on its
@@ -38,6 +43,19 @@ def test_serving_batched(mla):
         found, table[label] = sv.judge(reply, label, same, cross, "batch_row_mismatch", steps)
         problems += found
         sv.check_forced(reply, force, label, problems)
+    if g.get("cold_rows") and "not_servable" not in reply:
+        problems += _cold(mla, key, table, same, cross)
     mla.metric("cases", table)
     mla.metric("shape", {"rows": list(g["rows"]), "widths": list(g["widths"])})
     check(problems)
+
+
+def _cold(mla, key, table, same, cross) -> list:
+    """gates.cold_rows: a batch whose rows all stay shorter than a pool window until the rows of
+    gates.leave have left (its pool caches hold no pool yet when they are filtered), natural
+    path: a decode, the rows leave, two decodes."""
+    g = {**mla.gates, "rows": mla.gates["cold_rows"], "widths": [1], "rejected": 0, "retain": []}
+    rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
+    reply = sv.serve(mla, key, rows, steps, None, batched=True)
+    found, table["cold"] = sv.judge(reply, "cold", same, cross, "batch_row_mismatch", steps)
+    return found

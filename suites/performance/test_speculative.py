@@ -41,7 +41,7 @@ mlagate.harness.speculative_run; this file holds the gates, the two judgments an
 import pytest
 
 from mlagate import stats
-from mlagate.gates import UNCALIBRATED
+from mlagate.contract.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid, speculative_run
 from mlagate.harness.timing import sequential, step_growth_ci
 from mlagate.worker.speculation import TOP

@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 from mlagate import backends
+from mlagate.errors import UsageError
 from mlagate.gate import bounds
-from mlagate.gate.errors import UsageError
-from mlagate.matrix import BACKENDS, default_path, load
+from mlagate.machine import runners
+from mlagate.matrix import load
+from mlagate.paths import default_path
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,9 +59,9 @@ def selection(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend; the runner "
+        help="MLX backend (default: the runner's declared backend; the runner "
         "defaults to "
         "the first of metal on macOS, else cpu)",
     )
@@ -139,8 +141,8 @@ def context(args, matrix=None, runner=None, backend=None, profile=None):
     if backend is None:
         backend = getattr(args, "backend", None)
     try:
-        runner, backend = backends.chosen(matrix, runner, backend)
-    except backends.BackendError as exc:
+        runner, backend = runners.chosen(matrix, runner, backend)
+    except runners.BackendError as exc:
         raise UsageError(str(exc)) from None
     if profile is None:
         profile = getattr(args, "profile", None)

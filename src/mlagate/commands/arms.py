@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import armidentity, packs
-from mlagate import arms as arms_mod
+from mlagate.arm import armidentity, packs
+from mlagate.arm import arms as arms_mod
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
-from mlagate.matrix import default_path, load
+from mlagate.matrix import load
+from mlagate.paths import default_path
 from mlagate.plan import Selection
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import results, safefiles
+from mlagate.errors import UsageError
 from mlagate.gate import merge
-from mlagate.gate.errors import UsageError
 
 SCHEMA = "mlagate.calibration/1"
 

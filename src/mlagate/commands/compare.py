@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate.gate import compare
+from mlagate.report import compare
 
 
 def add_parser(sub) -> None:

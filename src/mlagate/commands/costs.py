@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from mlagate import results, safefiles
+from mlagate.errors import UsageError
 from mlagate.gate import merge, shard
-from mlagate.gate.errors import UsageError
 
 
 def add_parser(sub) -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlagate.commands import args as cargs
-from mlagate.gate import bounds, discovery
-from mlagate.matrix import default_path, load
+from mlagate.gate import bounds
+from mlagate.matrix import load
+from mlagate.paths import default_path
+from mlagate.scan import discovery
 
 
 def add_parser(sub) -> None:

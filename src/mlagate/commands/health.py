@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from mlagate import backends
 from mlagate.commands import args as cargs
-from mlagate.gate import health
-from mlagate.matrix import BACKENDS
+from mlagate.machine import health
 
 
 def add_parser(sub) -> None:
@@ -20,9 +19,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="the MLX backend expected: cpu, metal or cuda (default: metal on macOS, else cpu)",
+        help="the MLX backend expected (default: metal on macOS, else cpu)",
     )
     p.add_argument(
         "--min-free-gb",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mlagate.matrix import MatrixError, default_path, load
+from mlagate.matrix import MatrixError, load
+from mlagate.paths import default_path
 
 
 def matrix_epilog(path) -> str:

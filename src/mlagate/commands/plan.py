@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from mlagate.commands import args as cargs
+from mlagate.errors import UsageError
 from mlagate.gate import planning, reuse, shard
-from mlagate.gate.errors import UsageError
-from mlagate.matrix import default_path, load
+from mlagate.matrix import load
+from mlagate.paths import default_path
 from mlagate.plan import Selection
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import headrun, outcomes, results
-from mlagate.arms import ArmError
+from mlagate import headrun, results
+from mlagate.arm.arms import ArmError
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
+from mlagate.errors import UsageError
 from mlagate.gate import headbase, preflight, shard
 from mlagate.gate import run as execute
-from mlagate.gate.errors import UsageError
 from mlagate.gate.request import RunRequest, ShardSpec
-from mlagate.matrix import MatrixError, default_path
+from mlagate.matrix import MatrixError
+from mlagate.paths import default_path
 from mlagate.plan import PlanError, Selection
+from mlagate.verdict import outcomes
 
 
 def add_parser(sub) -> None:

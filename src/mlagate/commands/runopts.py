@@ -13,8 +13,9 @@ from pathlib import Path
 
 from mlagate import results
 from mlagate.commands import args as cargs
-from mlagate.gate import health, request, resume, reuse
+from mlagate.gate import request, resume, reuse
 from mlagate.gate import run as execute
+from mlagate.machine import health
 
 DEFAULT_OUT = Path("reports/latest")
 

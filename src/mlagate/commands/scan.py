@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlagate import arms as arms_mod
+from mlagate.arm import arms as arms_mod
 from mlagate.commands import args as cargs
 from mlagate.commands import runopts
-from mlagate.gate.errors import UsageError
-from mlagate.matrix import default_path, load
+from mlagate.errors import UsageError
+from mlagate.matrix import load
+from mlagate.paths import default_path
 from mlagate.scan import formats, guards, model
 
 

@@ -11,7 +11,7 @@ MAX_SHARDS = 1000
 
 
 def _usage(message: str) -> Exception:
-    from mlagate.gate.errors import UsageError
+    from mlagate.errors import UsageError
 
     return UsageError(message)
 

@@ -3,7 +3,7 @@
 The checkout at PATH (its working tree, as it is) becomes the path arm `head` (role head); the
 commit where it left REF (git merge-base) becomes the path arm `base` (role base), head's
 baseline. The modules are the MLA attention classes that discovery finds in head
-(mlagate.gate.discovery): each runs as the registered module it matches, wherever in the tree it
+(mlagate.scan.discovery): each runs as the registered module it matches, wherever in the tree it
 is; the unknown ones are one error naming the command that writes their entries. The run's matrix is
 written to OUT/headbase/matrix.yaml (with base's tree beside it) so every replay command works;
 errors about it name the user's matrix. Every case runs on head and on base, and head's outcome
@@ -26,10 +26,10 @@ import yaml
 
 from mlagate import headrun
 from mlagate.gate import outdir
-from mlagate.gate.discovery import Found, extend, known_modules, runtime_of
 from mlagate.matrix import Matrix, load
 from mlagate.matrix.model import Runtime
 from mlagate.modulefiles import module_file
+from mlagate.scan.discovery import Found, extend, known_modules, runtime_of
 
 HEAD, BASE = "head", "base"
 

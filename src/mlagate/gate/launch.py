@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import IO
 
 from mlagate import lifeline
-from mlagate.gate.errors import UsageError
-from mlagate.matrix import Matrix, bundled
+from mlagate.errors import UsageError
+from mlagate.matrix import Matrix
+from mlagate.paths import bundled
 
 OK_CODES = (0, 1, 5)  # passed, some failed, nothing collected: pytest ran to its end
 

@@ -9,8 +9,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import documents, outcomes, results, safefiles
+from mlagate import documents, results, safefiles
 from mlagate.gate.shard import MANIFEST
+from mlagate.verdict import outcomes
 
 
 class MergeError(ValueError):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import arms as arms_mod
-from mlagate.arms import ArmInstall
+from mlagate.arm import arms as arms_mod
+from mlagate.arm.arms import ArmInstall
+from mlagate.errors import UsageError
 from mlagate.gate import bounds, shard
-from mlagate.gate.errors import UsageError
 from mlagate.matrix import Matrix
 from mlagate.plan import Case, Coverage, PlanError, Selection, arm_scan, coverage, expand
 

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import documents, metrics
+from mlagate import documents
+from mlagate.contract import metrics
 from mlagate.gate.planning import clock  # noqa: F401 (one clock format for every verb)
 from mlagate.harness import events
 

@@ -1,7 +1,7 @@
 """mlagate run --resume OUT: re-run the cases of an earlier run that are missing or invalid
 (with --failed: those that failed), keeping every other result of OUT. A case run again keeps
 its earlier result as an attempt (mlagate.results.write): one that failed and then passed is
-flaky (mlagate.outcomes)."""
+flaky (mlagate.verdict.outcomes)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import lifeline, results, runplan
+from mlagate.errors import UsageError  # noqa: F401 (raised here, caught by the CLI as execute.UsageError)
 from mlagate.gate import bounds, launch, live, outdir, resume, shard
-from mlagate.gate.errors import UsageError  # noqa: F401 (raised here, caught by the CLI as execute.UsageError)
 from mlagate.gate.launch import suite_file
 from mlagate.gate.planning import (  # noqa: F401 (planning, re-exported for the CLI and tests)
     PlanOutcome,

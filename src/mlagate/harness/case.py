@@ -13,7 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from mlagate import crossover, metrics, results
+from mlagate import crossover, results
+from mlagate.contract import metrics
 from mlagate.harness.context import Context
 from mlagate.harness.errors import Failed, Invalid
 from mlagate.harness.policy import RUNTIME_RAISED
@@ -21,7 +22,7 @@ from mlagate.harness.scripts import reference_error
 from mlagate.harness.shapes import Shapes
 from mlagate.harness.timing import Timing
 from mlagate.matrix import Geometry, Module, Profile
-from mlagate.matrix import default_path as default_matrix
+from mlagate.paths import default_path as default_matrix
 from mlagate.plan import Case
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from mlagate.suites import crosses_window  # noqa: F401 (the suites' contracts' plan rules use it too)
+from mlagate.contract.suites import crosses_window  # noqa: F401 (the suites' contracts' plan rules use it too)
 
 
 def prompt(T: int, seed: int) -> dict:

@@ -21,7 +21,9 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
     """Prompts of the lengths gates.rows (ragged; the longest unpadded) and the steps fed after
     them: one step of each width of gates.widths (every row gets its own tokens), then, when
     gates.rejected, a step of the widest width of which the last `rejected` tokens are trimmed
-    back, and a decode."""
+    back, and a decode; when gates.retain, a step of the widest width of which each row keeps
+    its own count, and a decode; then, when gates.leave, those rows leave the batch
+    (_leave_steps)."""
     rng = random.Random(seed)
     rows = [scripts.tokens(rng, vocab, n) for n in g["rows"]]
     steps = [
@@ -37,7 +39,25 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
             }
         )
         steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
+    if g.get("retain"):
+        w = max(g["widths"])
+        retain = [min(n, w) for n in g["retain"]]
+        steps.append({"tokens": [scripts.tokens(rng, vocab, w) for _ in rows], "width": w,
+                      "retain": retain})  # fmt: skip
+        steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
+    if g.get("leave"):
+        steps += _leave_steps(g, rng, vocab, rows)
     return rows, steps
+
+
+def _leave_steps(g, rng, vocab: int, rows) -> list[dict]:
+    """The rows gates.leave finish: they leave the batch through the runtime's filter, and the
+    rows kept get a decode and a verify step of the widest width."""
+    keep = [r for r in range(len(rows)) if r not in g["leave"]]
+    return [
+        {"tokens": [scripts.tokens(rng, vocab, w) for _ in rows], "width": w, **extra}
+        for w, extra in ((1, {"keep": keep}), (max(g["widths"]), {}))
+    ]
 
 
 def forces(info: dict) -> list[str | None]:
@@ -99,6 +119,8 @@ def judge(reply: dict, label: str, same: float, cross: float, kind: str, steps) 
         "classes": reply["classes"],
         "route": reply.get("route"),
     }
+    if reply.get("per_row_rejection"):
+        table["per_row_rejection"] = f"not expressible: {reply['per_row_rejection']}"
     if reply.get("untrimmable"):
         table["rejection"] = (
             f"not expressible: {', '.join(reply['untrimmable'])} cannot be trimmed (the "

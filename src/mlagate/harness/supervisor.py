@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlagate.arms import ArmInstall
+from mlagate.arm.arms import ArmInstall
 from mlagate.worker import blas
 from mlagate.worker.activation import worker_env
 from mlagate.worker.server import PIN_ENV
@@ -140,6 +140,7 @@ class WorkerProcess:
         self._tx = os.fdopen(parent_tx, "wb", buffering=0)
         self._buf = b""
         self.fingerprint: dict = {}
+        self.holding = False  # an op since the last release may have left models in it
 
     def stderr_tail(self, limit: int = 4000) -> str:
         self._log.flush()
@@ -147,6 +148,7 @@ class WorkerProcess:
         return self._log.read().decode(errors="replace")[-limit:]
 
     def call(self, op: str, timeout: float, **req) -> dict:
+        self.holding = op not in ("hello", "release", "exit")
         if self.proc.poll() is not None:
             raise WorkerError(
                 f"worker for {self.install.arm.id} is not running (exit {self.proc.returncode})",
@@ -268,9 +270,10 @@ class WorkerPool:
             w.close()
 
     def release(self) -> None:
-        """Ask every live worker to drop its models and caches (between cases)."""
+        """Ask every live worker that ran an op since its last release to drop its models and
+        caches (between cases); the others hold none (a release costs a gc pass)."""
         for w in self._workers.values():
-            if w.alive():
+            if w.alive() and w.holding:
                 try:
                     w.call("release", 60)
                 except WorkerError:

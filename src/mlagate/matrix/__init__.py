@@ -3,7 +3,7 @@
 Every error is a MatrixError whose str() is one line naming the file, the line and the key.
 This module is the package's public face; the parts: model (MatrixError and the dataclasses),
 reader (the node checks), targets, runs and findings (one reader per section of the file),
-jsonform (the matrix as JSON) and paths (the default matrix and the shipped files).
+jsonform (the matrix as JSON); where the default matrix and the shipped files are: mlagate.paths.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from mlagate.matrix.findings import read_allowlist, read_equivalent_mutants, rea
 from mlagate.matrix.jsonform import from_json, thaw, to_json
 from mlagate.matrix.limits import read_backend_limits
 from mlagate.matrix.model import (
-    BACKENDS,
     DTYPES,
     ROLES,
     SCHEMA_VERSION,
@@ -42,7 +41,6 @@ from mlagate.matrix.model import (
     Runtime,
     Suite,
 )
-from mlagate.matrix.paths import bundled, default_path
 from mlagate.matrix.reader import Node, Reader, compose
 from mlagate.matrix.runs import (
     check_checkpoint_runners,
@@ -60,7 +58,6 @@ from mlagate.matrix.targets import (
 )
 
 __all__ = [  # the public face: every name importable from mlagate.matrix
-    "BACKENDS",
     "DTYPES",
     "ROLES",
     "SCHEMA_VERSION",
@@ -84,8 +81,6 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "Runner",
     "Runtime",
     "Suite",
-    "bundled",
-    "default_path",
     "from_json",
     "load",
     "parse",

@@ -10,15 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
+from mlagate import armsources
 from mlagate.matrix.model import ROLES, Activation, Arm, ArmSource, Overlay, OverlayFile, Runtime
 from mlagate.matrix.reader import Node, Reader
 
-_KEYS = {
+_KEYS = {  # and each source kind's key (mlagate.armsources)
     "runtime",
-    "pypi",
-    "git",
     "ref",
-    "path",
     "patches",
     "needs",
     "role",
@@ -38,7 +36,7 @@ def read_arms(
     arms, overlays = {}, {}
     for aid, node in r.table(section, "arms").items():
         key = f"arms.{aid}"
-        m = r.mapping(node, key, _KEYS, {"runtime", "role"})
+        m = r.mapping(node, key, _KEYS | set(armsources.names()), {"runtime", "role"})
         runtime = r.req(m, "runtime", key, str)
         if runtime not in runtimes:
             raise r.fail(m["runtime"], f"{key}.runtime", f"unknown runtime {runtime!r}")
@@ -70,23 +68,24 @@ def read_arms(
 
 
 def _arm_source(r: Reader, node: Node, m: dict[str, Node], key: str, base: Path) -> ArmSource:
-    """Where an arm comes from: exactly one of pypi, git (with a ref), an existing path or an
-    overlay on another arm."""
-    sources = [s for s in ("pypi", "git", "path") if s in m]
+    """Where an arm comes from: exactly one source kind (mlagate.armsources: pypi, git with a
+    ref, an existing path) or an overlay on another arm."""
+    sources = [s for s in armsources.names() if s in m]
     if len(sources) != 1:
-        raise r.fail(node, key, "give exactly one of pypi, git, path or overlay")
-    kind = sources[0]
-    spec = r.req(m, kind, key, str)
+        raise r.fail(node, key, f"give exactly one of {', '.join(armsources.names())} or overlay")
+    kind = armsources.KINDS[sources[0]]
+    spec = r.req(m, kind.key, key, str)
     ref = r.opt(m, "ref", key, str)
-    if kind == "git" and not ref:
-        raise r.fail(node, f"{key}.ref", "a git arm needs a ref")
-    if kind != "git" and ref:
-        raise r.fail(m["ref"], f"{key}.ref", "ref is only for git arms")
-    if kind == "path":
+    if kind.takes_ref and not ref:
+        raise r.fail(node, f"{key}.ref", f"a {kind.key} arm needs a ref")
+    if not kind.takes_ref and ref:
+        with_ref = " and ".join(k.key for k in armsources.KINDS.values() if k.takes_ref)
+        raise r.fail(m["ref"], f"{key}.ref", f"ref is only for {with_ref} arms")
+    if kind.local:
         spec = str((base / spec).resolve())
         if not Path(spec).exists():
-            raise r.fail(m["path"], f"{key}.path", f"no such directory: {spec}")
-    return ArmSource(kind, spec, ref)
+            raise r.fail(m[kind.key], f"{key}.{kind.key}", f"no such directory: {spec}")
+    return ArmSource(kind.key, spec, ref)
 
 
 def _patches(r: Reader, m: dict[str, Node], key: str, base: Path) -> tuple[Path, ...]:
@@ -149,7 +148,7 @@ def _with_overlay(
     """`overlay: {on: ARM, files: {path inside site/: source file}}`: the arm is ARM's install
     (source, needs, patches) with these files copied over it, then its own patches applied."""
     ok, arm = f"{key}.overlay", arms[key.removeprefix("arms.")]
-    for k in ("pypi", "git", "path", "ref", "needs"):
+    for k in (*armsources.names(), "ref", "needs"):
         if k in m:
             raise r.fail(
                 m[k], f"{key}.{k}", "an overlay arm takes its install from overlay.on; drop " + k

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mlagate import backends
 from mlagate.matrix.model import (
-    BACKENDS,
     Allow,
     Arm,
     Checkpoint,
@@ -100,7 +100,12 @@ def read_expectations(
             r.opt(m, "link", key, str, default=""),
             geometry,
             r.opt(
-                m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
+                m,
+                "backend",
+                key,
+                str,
+                check=lambda x: x in backends.names(),
+                what=" or ".join(backends.names()),
             ),
             _kind(r, m, key, suites[m["suite"].value]),
         )

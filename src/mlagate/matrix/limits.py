@@ -1,14 +1,15 @@
 """`backend_limits:` of matrix.yaml: what an MLX backend cannot run (an operation at a dtype),
-stated once for every arm, head and vendored tree. A module says which of the limited
-operations its tiny model runs (`modules.<id>.ops`); mlagate.expectations skips the cases that
-need one on the backend that lacks it."""
+stated once for every arm, head and vendored tree. A module says which of the limited operations its
+tiny model runs (`modules.<id>.ops`); mlagate.verdict.expectations skips the cases that need one on
+the backend that lacks it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-from mlagate.matrix.model import BACKENDS, DTYPES, BackendLimit, Module
+from mlagate import backends
+from mlagate.matrix.model import DTYPES, BackendLimit, Module
 from mlagate.matrix.reader import Node, Reader
 
 _KEYS = {"backend", "dtype", "op", "reason", "link"}
@@ -27,8 +28,8 @@ def read_backend_limits(
             key = f"backend_limits[{i}]"
             m = r.mapping(item, key, _KEYS, _KEYS - {"link"})
             limit = BackendLimit(
-                r.req(m, "backend", key, str, check=lambda x: x in BACKENDS,
-                      what=" or ".join(BACKENDS)),
+                r.req(m, "backend", key, str, check=lambda x: x in backends.names(),
+                      what=" or ".join(backends.names())),
                 r.req(m, "dtype", key, str, check=lambda x: x in DTYPES, what=" or ".join(DTYPES)),
                 r.req(m, "op", key, str, check=lambda x: re.fullmatch(r"[a-z_][a-z0-9_]*", x)
                       is not None, what="an MLX operation name"),

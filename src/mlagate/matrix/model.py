@@ -9,11 +9,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mlagate.matrix.paths import shipped_suite
+from mlagate.paths import shipped_suite
 
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")
-BACKENDS = ("cpu", "metal", "cuda")
 SUITE_KINDS = ("correctness", "performance")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -197,7 +196,7 @@ class Expectation:
 class BackendLimit:
     """What an MLX backend cannot run: an operation at a dtype. Every case on that backend that
     runs the dtype, of a module whose `ops` name the operation, is skipped with the reason,
-    whatever its arm (mlagate.expectations)."""
+    whatever its arm (mlagate.verdict.expectations)."""
 
     backend: str
     dtype: str

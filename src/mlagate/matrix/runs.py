@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from mlagate import gates as gatespec
-from mlagate import suites as contracts
+from mlagate import backends
+from mlagate.contract import gates as gatespec
+from mlagate.contract import suites as contracts
 from mlagate.matrix.model import (
-    BACKENDS,
     DTYPES,
     SUITE_KINDS,
     Checkpoint,
@@ -21,8 +21,8 @@ from mlagate.matrix.model import (
     Runner,
     Suite,
 )
-from mlagate.matrix.paths import shipped_suite
 from mlagate.matrix.reader import POSITIVE, Node, Reader
+from mlagate.paths import shipped_suite
 
 # a suite's `gates:` node (None without one) and its contract, read with the profiles
 GateNodes = dict[str, tuple[Node | None, contracts.Contract]]
@@ -97,7 +97,12 @@ def read_runners(r: Reader, section: Node) -> dict[str, Runner]:
         runners[label] = Runner(
             label,
             r.req(
-                m, "backend", key, str, check=lambda x: x in BACKENDS, what=" or ".join(BACKENDS)
+                m,
+                "backend",
+                key,
+                str,
+                check=lambda x: x in backends.names(),
+                what=" or ".join(backends.names()),
             ),
             r.opt(m, "notes", key, str, default=""),
             runs_on,
@@ -272,7 +277,7 @@ def read_gates(
 ) -> dict[str, Suite]:
     """The suites with their gates, read against each suite contract's gates once the profiles
     are known; a sparse suite's plan_check rules run on them."""
-    ctx = gatespec.Check(r.fail, tuple(profiles), BACKENDS, DTYPES)
+    ctx = gatespec.Check(r.fail, tuple(profiles), backends.names(), DTYPES)
     read = dict(suites)
     for sid, (gnode, declared) in gate_nodes.items():
         gates = gatespec.read(declared.gates, gnode, f"suites.{sid}.gates", ctx)

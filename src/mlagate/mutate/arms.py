@@ -1,7 +1,7 @@
 """Mutant arms: the parent arm plus one more patch, in the arm cache under the parent's rules.
 
 A mutant arm is the parent Arm with the mutant's patch appended, so its cache key is the one
-mlagate.arms.arm_key gives it, and a worker that materialises it finds it installed. Instead
+mlagate.arm.arms.arm_key gives it, and a worker that materialises it finds it installed. Instead
 of reinstalling the parent from its source, the parent's installed site/ is hard-linked into
 the new entry (the files the patch touches are copied, never linked) and the patch is applied
 with `git apply -p1` as arms.py applies every patch. Reruns find the entry and do nothing.
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mlagate import armidentity
-from mlagate import arms as arms_mod
+from mlagate.arm import armidentity
+from mlagate.arm import arms as arms_mod
 from mlagate.matrix import Arm
 
 

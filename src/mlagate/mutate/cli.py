@@ -9,8 +9,10 @@ from mlagate import backends
 from mlagate.commands import args as cargs
 from mlagate.gate import run as execute
 from mlagate.gate import shard
-from mlagate.matrix import BACKENDS, default_path, load
+from mlagate.machine import runners
+from mlagate.matrix import load
 from mlagate.mutate import killmatrix, operators, run
+from mlagate.paths import default_path
 
 
 def add_parser(sub, common, workers) -> None:
@@ -73,9 +75,9 @@ def add_parser(sub, common, workers) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backends.names(),
         default=None,
-        help="MLX backend: cpu, metal or cuda (default: the runner's declared backend)",
+        help="MLX backend (default: the runner's declared backend)",
     )
     p.add_argument(
         "--runner",
@@ -87,8 +89,8 @@ def add_parser(sub, common, workers) -> None:
 def main(args: argparse.Namespace) -> int:
     matrix = load(args.matrix or default_path())
     try:
-        runner, backend = backends.chosen(matrix, args.runner, args.backend)
-    except backends.BackendError as exc:
+        runner, backend = runners.chosen(matrix, args.runner, args.backend)
+    except runners.BackendError as exc:
         raise execute.UsageError(str(exc)) from None
     profile = args.profile or matrix.runners[runner].profile or "quick"
     if profile not in matrix.profiles:

@@ -15,6 +15,8 @@ from mlagate.modulefiles import module_file
 from mlagate.mutate import poolsites, sites
 from mlagate.mutate.edits import Mutant, _after_segment, _Builder, _Edit, _segment  # noqa: F401
 from mlagate.mutate.maskoperators import MASK_OPERATORS, mask_mutants
+from mlagate.mutate.poolbatchoperators import OPERATOR as POOL_BATCH
+from mlagate.mutate.poolbatchoperators import pool_batch_mutants
 from mlagate.mutate.pooloperators import _pool_mutants
 from mlagate.mutate.servingoperators import SERVING_OPERATORS, serving_mutants
 
@@ -33,6 +35,7 @@ OPERATORS = {
     "pool_no_trim": "a sparse indexer's pool not rolled back when a rejection trims the cache",
     **MASK_OPERATORS,
     **SERVING_OPERATORS,
+    **POOL_BATCH,
 }
 POOL_OPERATORS = ("pool_guard_drop", "pool_no_trim")
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
@@ -112,6 +115,8 @@ def generate_many(
                     _helper_mutants(b, wanted, module, h)
         if wanted & set(POOL_OPERATORS):
             _pool_mutants(b, wanted, module, poolsites.find(tree, path, cls_name), pool_done)
+        if wanted & set(POOL_BATCH):
+            pool_batch_mutants(b, module, poolsites.find(tree, path, cls_name), pool_done)
         if wanted & set(MASK_OPERATORS):
             mask_mutants(b, wanted, module, Path(site), path, mask_done)
         if wanted & set(SERVING_OPERATORS):

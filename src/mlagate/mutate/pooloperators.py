@@ -7,6 +7,7 @@ import ast
 
 from mlagate.mutate import poolsites
 from mlagate.mutate.edits import _Builder, _Edit, _segment
+from mlagate.mutate.poolbatchoperators import batch_form
 
 
 def _pool_mutants(
@@ -34,6 +35,9 @@ def _pool_mutants(
     for ref in found.pools:
         if first("pool_no_trim", ref):
             _pool_no_trim(b, module, ref)
+        batch = batch_form(ref)  # the pool's batch form rolls back per row
+        if batch is not None and first("pool_no_trim", batch):
+            _pool_no_trim(b, module, batch)
 
 
 def _mentions_topk(node: ast.AST) -> bool:

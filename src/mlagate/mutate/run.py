@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from mlagate import arms as arms_mod
 from mlagate import lifeline, results, runplan
+from mlagate.arm import arms as arms_mod
 from mlagate.gate import launch, shard
 from mlagate.gate import run as execute
 from mlagate.matrix import Matrix, MatrixError, load

@@ -1,1 +1,2 @@
-"""Reports rendered from result documents: the commit page, plots, history, JUnit, job summary."""
+"""Reports rendered from result documents: the commit page, plots, history, JUnit, job summary;
+`compare` of two runs' results."""

@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from mlagate import documents, headrun, metrics, safefiles
+from mlagate import documents, headrun, safefiles
+from mlagate.contract import metrics
 from mlagate.report import history as history_mod
 from mlagate.report import mutation as killmatrix
 from mlagate.report.catalogue import Catalogue

@@ -1,7 +1,7 @@
 """The suites a report knows: their kinds, the order the page lists them in, their plot
 sections and the key figures the history follows, all declared in each suite's contract
-(mlagate.suites: data beside the test body, never imported). A result gives figures and plots
-only when its metrics meet its suite's metrics schema.
+(mlagate.contract.suites: data beside the test body, never imported). A result gives figures
+and plots only when its metrics meet its suite's metrics schema.
 
 A merged document records its suites (`suites`: id -> kind and file), taken from each run
 folder's plan.json (which names a suite kept beside its matrix) over the shipped suites, so a
@@ -15,8 +15,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import documents, results, suites
-from mlagate.matrix import bundled
+from mlagate import documents, results
+from mlagate.contract import suites
+from mlagate.paths import bundled
 from mlagate.report import plots as plotting
 from mlagate.report.drawings import DRAWINGS
 from mlagate.runplan import FILE as PLAN_FILE

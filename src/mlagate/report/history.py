@@ -20,11 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from mlagate import documents, outcomes, safefiles, stats
+from mlagate import documents, safefiles, stats
 from mlagate.report import merged as merged_doc
 from mlagate.report import page as report
 from mlagate.report import plots
 from mlagate.report.catalogue import Catalogue
+from mlagate.verdict import outcomes
 
 FIGURES_SCHEMA = "mlagate.figures/1"
 FIGURE_MAX = 1e15  # as schemas/figures.json: no key figure is larger; a step of two stays finite

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from mlagate import headrun, outcomes, results
+from mlagate import headrun, results
+from mlagate.verdict import outcomes
 
 # characters XML 1.0 cannot hold, even escaped
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -12,7 +12,9 @@ import tarfile
 import time
 from pathlib import Path
 
-from mlagate import documents, metrics, outcomes, results, safefiles
+from mlagate import documents, results, safefiles
+from mlagate.contract import metrics
+from mlagate.verdict import outcomes
 
 MERGED_SCHEMA = "mlagate.merged/1"
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from mlagate import outcomes, results
+from mlagate import results
 from mlagate.report import junit, summary
 from mlagate.report.catalogue import Catalogue
 from mlagate.report.merged import write_atomic
 from mlagate.report.plots import Plot
+from mlagate.verdict import outcomes
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "page"
 VERDICT_ORDER = {"fail": 0, "invalid": 1, "argued": 2, "pass": 3}
@@ -67,8 +68,8 @@ LOOK_ORDER = {
 
 
 def look(r: dict) -> str:
-    """How a case is shown: by its outcome (mlagate.outcomes) where that is red or an expected
-    failure, else by its verdict."""
+    """How a case is shown: by its outcome (mlagate.verdict.outcomes) where that is red or an
+    expected failure, else by its verdict."""
     oc = outcomes.outcome(r)
     if oc == "flaky" and not outcomes.red(r):
         return "flaky-allowed"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from html import escape
 
-from mlagate import headrun, outcomes, results
+from mlagate import headrun, results
+from mlagate.verdict import outcomes
 
 
 def _md(s, limit: int = 300) -> str:

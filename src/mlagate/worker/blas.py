@@ -107,7 +107,7 @@ def _fortran_libs() -> Path | None:
 
 
 def cache_root(env: dict[str, str]) -> Path:
-    """mlagate's cache (as mlagate.arms.cache_root, from the given environment)."""
+    """mlagate's cache (as mlagate.arm.arms.cache_root, from the given environment)."""
     if env.get("MLAGATE_CACHE"):
         return Path(env["MLAGATE_CACHE"])
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlagate"

@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 
+from mlagate import backends
 from mlagate.worker import activation, device, machine, probes, rollback, tracing
 from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
@@ -25,6 +26,9 @@ from mlagate.worker.stepping import StepOps
 PROTOCOL = 1
 # the CPU the parent pins this worker to (mlagate.harness.supervisor.pinned_cpu)
 PIN_ENV = "MLAGATE_WORKER_CPU"
+# a folder: each op's wall and CPU seconds appended to OP_LOG_ENV/ops-PID.jsonl (cost studies:
+# benchmarks/cpu_seconds.py)
+OP_LOG_ENV = "MLAGATE_OP_LOG"
 
 
 class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ReuseOps):
@@ -84,10 +88,9 @@ class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ReuseOp
     def fingerprint(self) -> dict:
         mx = self.mx
         device = mx.default_device()
-        backend = "cpu"
+        backend = backends.running(mx)
         name = platform.processor() or platform.machine()
         if device.type == mx.gpu:
-            backend = "metal" if mx.metal.is_available() else "cuda"
             try:
                 info = mx.device_info() if hasattr(mx, "device_info") else mx.metal.device_info()
                 name = info.get("device_name", name)
@@ -129,11 +132,13 @@ def blas_in_use() -> str:
 
 
 def serve(worker: Worker, rfd: int, wfd: int) -> None:
+    log = os.environ.get(OP_LOG_ENV)
+    log = os.path.join(log, f"ops-{os.getpid()}.jsonl") if log else None
     with os.fdopen(rfd, "r", encoding="utf-8") as rx, os.fdopen(wfd, "w", encoding="utf-8") as tx:
         for line in rx:
             req = json.loads(line)
             op = req.get("op")
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 handler = getattr(worker, f"op_{op}")
                 reply = {"ok": True, "result": handler(req)}
@@ -145,10 +150,18 @@ def serve(worker: Worker, rfd: int, wfd: int) -> None:
                     "runtime_at": tracing.runtime_frame(exc, worker.arm_dir),
                 }
             reply["seconds"] = time.perf_counter() - t0
+            if log:
+                _log_op(log, req, reply["seconds"], time.process_time() - c0)
             tx.write(json.dumps(reply) + "\n")
             tx.flush()
             if op == "exit":
                 return
+
+
+def _log_op(path: str, req: dict, wall: float, cpu: float) -> None:
+    line = {"op": req.get("op"), "key": req.get("key"), "wall_s": wall, "cpu_s": cpu}
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 def pin(env: dict) -> None:

@@ -65,6 +65,7 @@ class Side:
         self.classes: set[str] = set()
         self.error: dict | None = None
         self.untrimmable: list[str] = []  # caches the runtime cannot trim: rejection not run
+        self.per_row: str | None = None  # why a per-row rejection was not run, where it was not
 
 
 class ServingOps:
@@ -118,9 +119,11 @@ class ServingOps:
     def op_serve(self, req: dict) -> dict:
         """Rows (token lists, ragged) prefilled, then `steps` of new tokens per row (a step:
         {"tokens": [[row 0], [row 1], ...], "trim": k}: k tokens dropped after it through the
-        runtime's trim), run `batched` or each row alone, with `quant` ({bits, group_size}) or
-        not; compared per row and step with `reference` (the same tokens, each row alone,
-        unquantized unless reference_quant). Both sides run under `force`."""
+        runtime's trim; "keep": [rows]: the others leave the batch before it; "retain": [per
+        row]: each row keeps that many of its tokens, _begin_rows), run `batched` or each row
+        alone, with `quant` ({bits, group_size}) or not; compared per row and step with
+        `reference` (the same tokens, each row alone, unquantized unless reference_quant). Both
+        sides run under `force`."""
         entry = self.models[req["key"]]
         if req.get("force") is not None and entry["forcing"] is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
@@ -198,8 +201,13 @@ class ServingOps:
         if quantize:
             quantize(cache, 0, quant["group_size"], quant["bits"])
         for s, step in enumerate(req["steps"][:last], start=1):
+            if row not in step.get("keep", [row]):
+                break
             tokens = mx.array([step["tokens"][row]], dtype=mx.int32)
+            txn = self._begin_rows(entry, cache, step, side)
             side.logits[(row, s)] = self._call(entry, tokens, cache, force, side, [(row, s)])[0]
+            if txn is not None:
+                txn.commit([step["retain"][row]])
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
             if step.get("trim"):
@@ -244,15 +252,52 @@ class ServingOps:
             quantize = self._quantizer(entry) if quant else None
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
+        alive = list(range(len(rows)))
         for s, step in enumerate(req["steps"], start=1):
-            tokens = mx.array(step["tokens"], dtype=mx.int32)
-            out = self._call(entry, tokens, cache, force, side, [(r, s) for r in range(len(rows))])
-            for r in range(len(rows)):
-                side.logits[(r, s)] = out[r]
+            if "keep" in step:
+                alive = self._leave(entry, cache, alive, step["keep"])
+            tokens = mx.array([step["tokens"][r] for r in alive], dtype=mx.int32)
+            txn = self._begin_rows(entry, cache, step, side)
+            out = self._call(entry, tokens, cache, force, side, [(r, s) for r in alive])
+            if txn is not None:
+                txn.commit([step["retain"][r] for r in alive])
+            for i, r in enumerate(alive):
+                side.logits[(r, s)] = out[i]
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
             if step.get("trim"):
                 self._trim(entry, cache, step["trim"], side)
+
+    def _begin_rows(self, entry: dict, cache, step: dict, side: Side):
+        """A step with "retain" (per row, how many of its tokens are kept): the runtime's
+        speculative cache transaction (mlx-vlm `speculative.cache_state`), committed with each
+        row's count after the step, as its batched speculative decoding commits. None where
+        the runtime has none, or where a cache has no trim at all (a linear-attention state,
+        which the transaction rolls back only from records the model's layers keep): the tokens
+        stay on both sides and the reply says so."""
+        if "retain" not in step:
+            return None
+        cs = self._serving_runtime(entry, "speculative.cache_state")
+        if cs is None or not hasattr(cs, "start_speculative_cache"):
+            side.per_row = "the runtime has no speculative cache transaction"
+            return None
+        stateful = sorted({type(c).__name__ for c in leaves(cache) if not hasattr(c, "trim")})
+        if stateful:
+            side.per_row = f"{', '.join(stateful)} has no trim (a state, not a token cache)"
+            return None
+        return cs.start_speculative_cache(cache, len(step["tokens"][0]))
+
+    def _leave(self, entry: dict, cache, alive: list, keep: list) -> list:
+        """Rows not in `keep` leave the batch (their requests finished) through each layer
+        cache's own `filter`, as the runtime's batch generator filters (mlx-vlm with an int32
+        array of the batch positions kept, mlx-lm with a list)."""
+        kept = [r for r in alive if r in keep]
+        positions = [alive.index(r) for r in kept]
+        if self._route(entry) == "vlm":
+            positions = self.mx.array(positions, self.mx.int32)
+        for c in cache:
+            c.filter(positions)
+        return kept
 
     def _trim(self, entry: dict, cache, n: int, side: Side) -> None:
         """Drop the last n tokens through the runtime's trim_prompt_cache, else each cache's
@@ -302,6 +347,7 @@ class ServingOps:
             "classes": {"tested": sorted(tested.classes), "reference": sorted(ref.classes)},
             "route": self._route_or_none(req),
             "untrimmable": sorted(set(tested.untrimmable) | set(ref.untrimmable)),
+            "per_row_rejection": tested.per_row or ref.per_row,
         }
 
     def _route_or_none(self, req: dict) -> str | None:

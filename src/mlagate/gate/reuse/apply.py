@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import documents, headrun, results
-from mlagate.arms import ArmInstall
+from mlagate.arm.arms import ArmInstall
 from mlagate.gate.reuse.keys import Deriver, Key
 from mlagate.gate.reuse.store import Store
-from mlagate.matrix import Matrix, default_path
+from mlagate.matrix import Matrix
+from mlagate.paths import default_path
 from mlagate.plan import Case
 
 COMMIT_ENV = "MLAGATE_COMMIT"  # the commit a run's results are stored as coming from

@@ -5,11 +5,11 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
 
 - `runtime`: the files of the arm's install that the case runs, by content: the module's file
   and, transitively, the arm's own modules it imports (read with `ast`,
-  mlagate.gate.modelargs.Source, never imported), with the runtime modules the worker imports
+  mlagate.scan.modelargs.Source, never imported), with the runtime modules the worker imports
   by name (`models.cache`, `speculative.cache_state`, `utils`, `generate`, `processors`) and
   the arm's activation module; `baseline_runtime` likewise for an arm with a baseline.
 - `arm`: its patches, overlaid files, activation (module, function, env, installs) and needs
-  (mlagate.armidentity.reuse_data).
+  (mlagate.arm.armidentity.reuse_data).
 - `suite`: the test body and its contract; `harness`: the mlagate code the suite runs
   through (the harness, the worker and every mlagate module they import), by content.
 - `matrix`: the case's resolved entry (suite gates, module config for the arm, geometry,
@@ -35,13 +35,13 @@ from pathlib import Path
 
 import mlagate
 from mlagate import hashing
-from mlagate.armidentity import reuse_data
-from mlagate.arms import ArmInstall
-from mlagate.gate.modelargs import Source
+from mlagate.arm.armidentity import reuse_data
+from mlagate.arm.arms import ArmInstall
+from mlagate.contract.suites import contract_path
 from mlagate.matrix import Matrix, to_json
 from mlagate.modulefiles import module_file
 from mlagate.plan import Case
-from mlagate.suites import contract_path
+from mlagate.scan.modelargs import Source
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
 VERSION = 1  # of what a key holds: a change here re-runs everything

@@ -1,5 +1,5 @@
 """Arms: isolated installs of a runtime, materialised once into a content-addressed cache
-(how one is installed: mlagate.installing).
+(how one is installed: mlagate.arm.installing).
 
 The parent process never imports an arm; it only installs files. An arm directory holds
 `site/` (what a worker puts first on sys.path) and `arm.json` (what was installed: an
@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import armidentity, documents, installing, packs
-from mlagate.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
+from mlagate import documents
+from mlagate.arm import armidentity, installing, packs
+from mlagate.arm.installing import (  # noqa: F401  (ArmError, apply_patch: part of this API)
     ArmError,
     Installed,
     apply_patch,
@@ -57,7 +58,7 @@ def cache_root() -> Path:
 
 
 def arm_key(arm: Arm) -> str:
-    """The arm's folder name in the cache (mlagate.armidentity.cache_key)."""
+    """The arm's folder name in the cache (mlagate.arm.armidentity.cache_key)."""
     return armidentity.cache_key(arm)
 
 
@@ -254,7 +255,8 @@ def export(installs: dict[str, ArmInstall], out: Path) -> Path:
 def import_cache(
     archive: Path, root: Path | None = None, limits: packs.Limits | None = None
 ) -> list[str]:
-    """Unpack an exported arm cache, all or nothing (mlagate.packs); returns the keys it held."""
+    """Unpack an exported arm cache, all or nothing (mlagate.arm.packs); returns the keys it
+    held."""
     return packs.import_pack(
         archive, Path(root) if root else cache_root(), limits or packs.Limits()
     )

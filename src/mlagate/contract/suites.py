@@ -4,7 +4,7 @@ beside it). It is read as a document (YAML, validated against schemas/suite.json
 mlagate.documents), never imported, so that reading the matrix, a report or `compare` runs no
 suite code, and no document that names a file can make mlagate run it. It declares:
 
-- gates: the matrix's `gates` keys, each typed as a mlagate.gates type, with its meaning;
+- gates: the matrix's `gates` keys, each typed as a mlagate.contract.gates type, with its meaning;
 - controls_fail: a control arm must fail it; control_kinds: the failure kinds its defect
   produces; failure_kinds: every kind the test can produce (`runtime_raised` always);
 - plan_check: rules a sparse suite's grid must meet (PLAN_RULES), checked when the matrix is
@@ -30,7 +30,8 @@ import jmespath
 import jsonschema
 from jmespath import functions as jp_functions
 
-from mlagate import documents, gates, yamlread
+from mlagate import documents, yamlread
+from mlagate.contract import gates
 
 Row = Mapping[str, Any]  # one result document (mlagate.results)
 RUNTIME_RAISED = "runtime_raised"  # a failure kind every suite can produce
@@ -158,7 +159,7 @@ PLAN_RULES: dict[str, Callable[[Mapping, int, int, Mapping], str | None]] = {
 class Contract:
     path: Path  # the test body
     kind: str
-    gates: Mapping[str, Any]  # key -> mlagate.gates type
+    gates: Mapping[str, Any]  # key -> mlagate.contract.gates type
     controls_fail: bool
     rules: tuple[Mapping[str, Any], ...] = ()
     order: int = 1000
@@ -197,7 +198,7 @@ def contract_path(test_file: Path) -> Path:
 
 
 def _gate(spec: Mapping[str, Any]) -> Any:
-    """A gate type of the declaration as a mlagate.gates type."""
+    """A gate type of the declaration as a mlagate.contract.gates type."""
     t, opt = spec["type"], bool(spec.get("optional", False))
     if t in ("number", "int"):
         bounds = {k: spec[k] for k in ("low", "high") if k in spec}
@@ -231,7 +232,9 @@ def read(path: Path) -> dict:
     """The contract document of a suite file, validated; ContractError (one line) else."""
     where = contract_path(path)
     if not where.is_file():
-        raise ContractError(f"{path}: no contract {where.name} beside it (mlagate.suites)")
+        raise ContractError(
+            f"{path}: no contract {where.name} beside it (mlagate.contract.suites)"
+        )
     try:
         data = _plain(yamlread.compose(yamlread.read_text(where)))
         documents.validate(data, "suite", str(where))

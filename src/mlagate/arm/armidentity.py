@@ -4,7 +4,7 @@ An arm is its source, its patches, its activation, its overlay and its needs
 (mlagate.matrix.Arm); its id, role and baseline only name it. Each part is hashed here, by one
 rule (mlagate.hashing.file_sha for every file), for:
 
-- the cache key (`cache_key`, mlagate.arms.arm_key): what the install holds, so an arm's folder
+- the cache key (`cache_key`, mlagate.arm.arms.arm_key): what the install holds, so an arm's folder
   in the cache is found again; an activation's module, function and env do not count (they are
   the worker's, not the install's);
 - the reuse part (`reuse_data`, mlagate.gate.reuse.keys): what a case's verdict depends on
@@ -26,6 +26,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlagate import armsources
 from mlagate.hashing import file_sha, tree_digest
 from mlagate.matrix import Arm
 
@@ -86,7 +87,7 @@ def cache_key(arm: Arm, interpreter: Interpreter | None = None) -> str:
         if arm.needs:
             here = interpreter or Interpreter.here()
             payload["python"], payload["platform"] = here.python, here.platform
-        if arm.source.kind == "path":
+        if armsources.KINDS[arm.source.kind].local:
             payload["tree"] = tree_digest(Path(arm.source.spec))
     payload["patches"] = patches(arm)
     if arm.activate is not None and arm.activate.install:

@@ -1,6 +1,6 @@
 """Installing one arm into a staging folder: its source (pip --no-deps, or a package tree
 copied), its needs, what its activation installs, the files an overlay arm copies over another
-arm's install, and its patches (`git apply -p1`). mlagate.arms decides when (the cache, the
+arm's install, and its patches (`git apply -p1`). mlagate.arm.arms decides when (the cache, the
 lock, the rename into place).
 
 A distribution whose Requires-Python excludes this interpreter is installed all the same, with
@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import armidentity, documents
+from mlagate import armsources, documents
+from mlagate.arm import armidentity
 from mlagate.hashing import file_sha
 from mlagate.matrix import Arm, Runtime
 from mlagate.modulefiles import module_file
@@ -113,11 +114,7 @@ def _pip_run(arm: str, args: list[str], what: str) -> None:
 
 def _requirement(arm: Arm, runtime: Runtime) -> str:
     src = arm.source
-    if src.kind == "pypi":
-        return src.spec
-    if src.kind == "git":
-        return f"{runtime.distribution} @ git+{src.spec}@{src.ref}"
-    return src.spec
+    return armsources.KINDS[src.kind].requirement(src.spec, src.ref, runtime.distribution)
 
 
 def _version(site: Path, runtime: Runtime) -> str:
@@ -133,7 +130,7 @@ def _version(site: Path, runtime: Runtime) -> str:
 
 def install(arm: Arm, runtime: Runtime, staging: Path, key: str, on: Installed | None) -> None:
     """Install an arm into staging (site/ and arm.json); on: the installed arm an overlay arm
-    overlays (materialised first by mlagate.arms)."""
+    overlays (materialised first by mlagate.arm.arms)."""
     site = staging / "site"
     notes: list[str] = []
     extra: dict = {}
@@ -176,7 +173,7 @@ def _install_source(arm: Arm, runtime: Runtime, site: Path, notes: list[str]) ->
     """The runtime from the arm's own source (pip --no-deps, or a package tree copied), then
     its needs (with their dependencies)."""
     tree = Path(arm.source.spec)
-    if arm.source.kind == "path" and not any(
+    if armsources.KINDS[arm.source.kind].local and not any(
         (tree / f).exists() for f in ("pyproject.toml", "setup.py")
     ):
         if not (tree / runtime.package).is_dir():

@@ -1,6 +1,6 @@
 """Runner health's parsers: pure functions over the text of the commands and files the checks
 read (pmset, vm_stat, sysctl, /proc/meminfo, system_profiler, ps, nvidia-smi), so recorded
-outputs test them. mlagate.gate.health runs the commands and turns these into checks.
+outputs test them. mlagate.machine.health runs the commands and turns these into checks.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def mlx_processes(ps: str, exclude: set[int]) -> list[tuple[int, str]]:
         if len(parts) != 2 or not parts[0].isdigit():
             continue
         pid, args = int(parts[0]), parts[1]
-        if pid in exclude or "mlagate health" in args or "mlagate.gate.health" in args:
+        if pid in exclude or "mlagate health" in args or "mlagate.machine.health" in args:
             continue
         if MLX_PROCESS.search(args):
             found.append((pid, args[:120]))

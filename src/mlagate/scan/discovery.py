@@ -9,7 +9,7 @@ tree holds, and the matrix entry each runs with.
   matches none is reported in one DiscoveryError, and snippet() writes entries for them.
 - extend(): the found entries written into a matrix document.
 
-The args classes are read with `ast` (mlagate.gate.modelargs); nothing of the tree is imported.
+The args classes are read with `ast` (mlagate.scan.modelargs); nothing of the tree is imported.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import yaml
 
-from mlagate.gate import importable
-from mlagate.gate.errors import UsageError
-from mlagate.gate.modelargs import Source, tiny_config
+from mlagate.errors import UsageError
 from mlagate.matrix import Matrix
 from mlagate.matrix.model import Module, Runtime
 from mlagate.matrix.targets import GEOMETRY_DIMS
 from mlagate.scan import guards as scanner
+from mlagate.scan import importable
+from mlagate.scan.modelargs import Source, tiny_config
 
 # the config keys the harness sets from a geometry (mlagate.harness.shapes), before geometry_keys
 GEOMETRY_KEYS = (*GEOMETRY_DIMS, "q_lora_rank")
@@ -283,7 +283,7 @@ def new_entry(matrix: Matrix, runtime: Runtime, head: Path, f: Found, taken: set
     """(module id, modules: entry) for a class that matches no registered module: the entry of
     a registered module of the same class where its model and args are in the file (config keys
     kept where args has them), else the file's Model and ModelArgs with a tiny config read from
-    ModelArgs (mlagate.gate.modelargs.tiny_config)."""
+    ModelArgs (mlagate.scan.modelargs.tiny_config)."""
     src = Source.of(head, f.import_path)
     parts = f.import_path.split(".")
     stem = parts[-2] if parts[-1] in ("language", "model") and len(parts) > 1 else parts[-1]

@@ -1,7 +1,7 @@
-"""Typed gate declarations: each suite declares its `gates` keys in its contract
-(`gates:` in suites/<kind>/<suite>.suite.yaml, mlagate.suites), and matrix.yaml's values are
-checked against them when the matrix is read: an unknown key, a missing one, a wrong type or a
-value out of bounds is a one-line `FILE:LINE: KEY: message`.
+"""Typed gate declarations: each suite declares its `gates` keys in its contract (`gates:` in
+suites/<kind>/<suite>.suite.yaml, mlagate.contract.suites), and matrix.yaml's values are checked
+against them when the matrix is read: an unknown key, a missing one, a wrong type or a value out of
+bounds is a one-line `FILE:LINE: KEY: message`.
 
 A declaration reads a YAML node (anything with `.value` and `.line`) through a `Check` context
 that knows how to fail and which profiles and backends exist.

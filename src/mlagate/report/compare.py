@@ -1,16 +1,16 @@
 """mlagate compare A B: what changed between two runs (or two commits of a history).
 
-Verdict and gate-outcome changes per case (mlagate.outcomes), and the key figures of each suite
-(its contract's key_figures, mlagate.suites) with their 95 % intervals where the suite records
-one. The suites are those of the sources read (the shipped ones, and any a run folder's plan or
-a merged document names, read as data: no file is run). Worse (exit 1): a case whose outcome
-got worse (fixed, as expected < invalid < missing < regression, lost control), a case of A that
-B lacks, a new case of B that is not as expected, a figure that moved the bad way with the two
-intervals apart, or a figure of A that B no longer has (vanished). A figure without intervals
-is shown, never judged; a verdict that changed with its outcome (a stock control failing, then
-failing otherwise) is listed as changed. Strict (`--strict`: a change that must not change
-behaviour): also exit 1 on any case whose verdict or outcome differs, better ones included, and
-on any case only one side has.
+Verdict and gate-outcome changes per case (mlagate.verdict.outcomes), and the key figures of each
+suite (its contract's key_figures, mlagate.contract.suites) with their 95 % intervals where the
+suite records one. The suites are those of the sources read (the shipped ones, and any a run
+folder's plan or a merged document names, read as data: no file is run). Worse (exit 1): a case
+whose outcome got worse (fixed, as expected < invalid < missing < regression, lost control), a case
+of A that B lacks, a new case of B that is not as expected, a figure that moved the bad way with the
+two intervals apart, or a figure of A that B no longer has (vanished). A figure without intervals is
+shown, never judged; a verdict that changed with its outcome (a stock control failing, then failing
+otherwise) is listed as changed. Strict (`--strict`: a change that must not change behaviour): also
+exit 1 on any case whose verdict or outcome differs, better ones included, and on any case only one
+side has.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlagate import outcomes
 from mlagate.report import merged as merged_doc
 from mlagate.report.catalogue import PROBLEMS, Catalogue
+from mlagate.verdict import outcomes
 
 RANK = {
     "fixed": 0,

@@ -7,7 +7,7 @@ governor (when readable) and, when the cuda backend is expected, the NVIDIA GPU 
 with no other compute process on it. A performance runner fails on what would skew timings
 (battery, throttling, load, another MLX process); a correctness runner only warns on those.
 
-The parsers (mlagate.gate.healthparse) are pure functions over the commands' text, so recorded
+The parsers (mlagate.machine.healthparse) are pure functions over the commands' text, so recorded
 outputs test them.
 """
 
@@ -20,8 +20,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlagate.gate.healthparse import MLX_PROCESS as MLX_PROCESS
-from mlagate.gate.healthparse import (
+from mlagate import backends
+from mlagate.machine.healthparse import MLX_PROCESS as MLX_PROCESS
+from mlagate.machine.healthparse import (
     mlx_processes,
     parse_low_power,
     parse_meminfo,
@@ -216,23 +217,7 @@ def check_macos(system: System, performance: bool, backend: str, need_gb: float)
         )
     )
     checks.append(_processes(system, performance))
-    if backend == "metal":
-        displays = system.run("system_profiler", "SPDisplaysDataType")
-        metal = parse_metal(displays) if displays is not None else None
-        checks.append(
-            Check(
-                "metal",
-                "ok" if metal else "fail",
-                metal or "no Metal device in system_profiler SPDisplaysDataType",
-            )
-        )
-    if backend == "cuda":
-        checks.append(
-            Check(
-                "cuda", "fail", "backend cuda expected, but MLX's CUDA backend runs only on Linux"
-            )
-        )
-    return checks
+    return checks + _backend(system, performance, backend)
 
 
 def check_linux(system: System, performance: bool, backend: str, need_gb: float) -> list[Check]:
@@ -242,15 +227,27 @@ def check_linux(system: System, performance: bool, backend: str, need_gb: float)
     checks.append(_memory(mem[0] if mem else None, mem[1] if mem else None, need_gb))
     checks.append(_processes(system, performance))
     checks.append(_governor(system))
-    if backend == "metal":
-        checks.append(
-            Check("metal", "fail", "backend metal expected, but Metal runs only on macOS")
-        )
-    if backend == "cuda":
-        checks += _cuda(system, performance)
-    if backend == "cpu":
-        checks.append(_blas(dict(os.environ)))
-    return checks
+    return checks + _backend(system, performance, backend)
+
+
+def _backend(system: System, performance: bool, backend: str) -> list[Check]:
+    """The expected backend's own checks on this platform (its record in mlagate.backends), or
+    one failure where it does not run."""
+    record = backends.REGISTRY.get(backend)
+    if record is None:
+        return []
+    platform = system.sysname.lower()
+    if platform not in record.platforms:
+        return [Check(backend, "fail", f"backend {backend} expected, but {record.only_on}")]
+    checks = record.health.get(platform, ())
+    return [c for name in checks for c in BACKEND[name](system, performance)]
+
+
+def _metal(system: System, performance: bool) -> list[Check]:
+    displays = system.run("system_profiler", "SPDisplaysDataType")
+    metal = parse_metal(displays) if displays is not None else None
+    detail = metal or "no Metal device in system_profiler SPDisplaysDataType"
+    return [Check("metal", "ok" if metal else "fail", detail)]
 
 
 def _blas(env: dict[str, str]) -> Check:
@@ -339,6 +336,11 @@ def _gpu_processes(system: System, performance: bool) -> Check:
     )
 
 
+BACKEND = {  # the checks a backend's record names (mlagate.backends.Backend.health)
+    "blas": lambda system, performance: [_blas(dict(os.environ))],
+    "metal": _metal,
+    "cuda": _cuda,
+}
 MUST_READ_FOR_PERFORMANCE = ("power", "thermal", "memory", "mlx-processes", "gpu-processes")
 
 

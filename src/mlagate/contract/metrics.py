@@ -8,9 +8,9 @@ schema).
 
 A result names the version of its suite's metrics it was written under (`metrics_version`); one
 written under another version than the contract's is not checked against it (and gives no key
-figures or plots: mlagate.suites.Contract.typed). A result without the field (written before
-it existed) is checked against the contract's current schema. A suite no contract is known for
-(not shipped, and not named by the caller) has nothing to check against.
+figures or plots: mlagate.contract.suites.Contract.typed). A result without the field (written
+before it existed) is checked against the contract's current schema. A suite no contract is known
+for (not shipped, and not named by the caller) has nothing to check against.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import jsonschema
 
-from mlagate import documents, suites
+from mlagate import documents
+from mlagate.contract import suites
 
 
 class MetricsError(documents.DocumentError):
@@ -30,7 +31,7 @@ class MetricsError(documents.DocumentError):
 
 @functools.cache
 def _shipped() -> dict[str, Path]:
-    from mlagate.matrix.paths import bundled
+    from mlagate.paths import bundled
 
     return {sid: e.path for sid, e in suites.shipped(bundled("suites")).items() if e.path}
 

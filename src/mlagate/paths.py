@@ -21,7 +21,7 @@ def shipped_suite(kind: str, suite: str) -> Path:
 
 def bundled(name: str) -> Path:
     """A file shipped with mlagate: the source checkout's copy, else the wheel's."""
-    here = Path(__file__).resolve().parents[1]  # the mlagate package
+    here = Path(__file__).resolve().parent  # the mlagate package
     for candidate in (here.parents[1] / name, here / "_bundled" / name):
         if candidate.exists():
             return candidate
