@@ -1,7 +1,8 @@
 """The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
 cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
-the batch cache's padding term) in its quantized cache (its biases dropped when read back) and in
-its prompt-cache round trip (a loaded cache loses its last token).
+the batch cache's padding term) in its quantized cache (its biases dropped when read back; a
+token's rounding made to depend on the later tokens of its step) and in its prompt-cache round
+trip (a loaded cache loses its last token).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
 padded rows only), and passes the others and probes,
 a single-sequence suite that cannot see them; the unplanted arms pass every one."""
@@ -52,6 +53,23 @@ def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts)
         assert row["rows_over"] == [0, 1, 2], label
     for suite in ("probes", "serving_batched", "serving_prompt_reuse"):
         assert verdicts[(suite, "fake-quantbug")]["verdict"] == "pass", suite
+    assert all(c["broken"] == 0 for c in r["metrics"]["causal"].values())  # causal: not its kind
+
+
+def test_a_planted_non_causal_quantized_cache_fails_the_quantized_causal_check_only(verdicts):
+    """Each token's rounding depends on the tokens after it in its step: a few ULP, far inside
+    quant_ulps (the plain-cache comparison passes), caught by the bitwise causal check."""
+    r = verdicts[("serving_quantized", "fake-quantcausal")]
+    assert r["verdict"] == "fail", r["reason"]
+    assert r["failure"]["kinds"] == ["causality_broken"], r["reason"]
+    assert "changed the logits at position" in r["reason"]
+    for label, row in r["metrics"]["cases"].items():
+        assert row["rows_over"] == [], label  # within quant_ulps of the plain run
+    causal = r["metrics"]["causal"]
+    assert set(causal) == set(r["metrics"]["cases"])
+    assert all(c["broken"] >= 1 and c["decode_max_ulps"] <= 128 for c in causal.values())
+    for suite in ("probes", "serving_batched", "serving_prompt_reuse"):
+        assert verdicts[(suite, "fake-quantcausal")]["verdict"] == "pass", suite
 
 
 def test_a_planted_round_trip_defect_fails_save_and_load_and_not_trim(verdicts):
@@ -94,3 +112,8 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
         assert "QuantizedKVCache" in row["classes"]["tested"], label
         assert row["compared"] == 3 * 8, label  # q4 against the plain run kept from q8: all of it
         assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
+    causal = r["metrics"]["causal"]  # every quantized configuration: causal and decode-equal
+    assert set(causal) == set(cases)
+    for label, c in causal.items():
+        assert c == {"pairs": 4, "broken": 0, "decode_max_ulps": c["decode_max_ulps"]}, label
+        assert c["decode_max_ulps"] <= 128, label

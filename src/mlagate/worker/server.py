@@ -19,6 +19,7 @@ from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
 from mlagate.worker.reuse import ReuseOps
 from mlagate.worker.serving import ServingOps
+from mlagate.worker.servingpairs import ServingPairsOps
 from mlagate.worker.speculation import SpeculationOps
 from mlagate.worker.stepping import StepOps
 
@@ -27,14 +28,16 @@ PROTOCOL = 1
 PIN_ENV = "MLAGATE_WORKER_CPU"
 
 
-class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ReuseOps):
+class Worker(
+    BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ServingPairsOps, ReuseOps
+):
     """One arm's worker: its state (MLX, the built models) and its ops, `op_<name>` methods.
 
     The ops live in mixins by concern: building models and moving weights
     (mlagate.worker.building), priming, stepping and timed samples (mlagate.worker.stepping),
     the float64 reference and ULP errors (mlagate.worker.numerics), speculative decoding
-    (mlagate.worker.speculation), serving configurations (mlagate.worker.serving, reuse); token
-    scripts run in mlagate.worker.rollback.
+    (mlagate.worker.speculation), serving configurations (mlagate.worker.serving, servingpairs,
+    reuse); token scripts run in mlagate.worker.rollback.
     """
 
     def __init__(self, arm_dir: str, package: str):
