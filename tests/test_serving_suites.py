@@ -15,7 +15,13 @@ from .conftest import FIXTURES
 
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
-SUITES = ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes")
+SUITES = (
+    "serving_batched",
+    "serving_quantized",
+    "serving_prompt_reuse",
+    "serving_rotating",
+    "probes",
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +102,10 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(v
     assert r["verdict"] == "pass", r["reason"]
     cases = r["metrics"]["cases"]
     assert set(cases) == {"path=natural", "path=absorbed", "path=materialised"}
-    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 for c in cases.values())
+    # 8 steps a row: the prefill, 5 widths, the uniform rejection and its decode; then 2 more:
+    # rows rejecting 5, 0 and 2 tokens of a verify of 8 (extract, trim, merge) and a decode
+    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 10 for c in cases.values())
+    assert all("rejection" not in c for c in cases.values())  # every rejection was expressed
     assert cases["path=natural"]["classes"] == {
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
@@ -115,5 +124,26 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
     causal = r["metrics"]["causal"]  # every quantized configuration: causal and decode-equal
     assert set(causal) == set(cases)
     for label, c in causal.items():
-        assert c == {"pairs": 4, "broken": 0, "decode_max_ulps": c["decode_max_ulps"]}, label
+        assert (c["pairs"], c["broken"]) == (4, 0), label
+        assert "QuantizedKVCache" in c["classes"], label
         assert c["decode_max_ulps"] <= 128, label
+
+
+def test_a_planted_extract_defect_fails_per_row_rejection_on_the_padded_rows_only(verdicts):
+    """extract() keeps a row's left padding: only the steps after the rows rejected different
+    counts (taken out of the batch, trimmed, merged back) move, and only on padded rows."""
+    r = verdicts[("serving_batched", "fake-extractpad")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["batch_row_mismatch"]
+    assert "row 1 step 9 (L=1)" in r["reason"], r["reason"]  # the decode after the merge
+    assert " step 8 " not in r["reason"]  # the verify step itself ran before the extraction
+    for path, row in r["metrics"]["cases"].items():
+        assert row["rows_over"] == [1, 2], path
+    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):
+        assert verdicts[(suite, "fake-extractpad")]["verdict"] == "pass", suite
+
+
+def test_a_runtime_without_a_rotating_cache_is_not_servable_there(verdicts):
+    """The fake runtime's make_prompt_cache takes no max_kv_size: a finding, never a pass."""
+    r = verdicts[("serving_rotating", "fake-stock")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["not_servable"], r["reason"]
+    assert "make_prompt_cache takes no max_kv_size" in r["reason"]

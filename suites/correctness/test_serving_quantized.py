@@ -29,33 +29,6 @@ def _quantized(reply: dict) -> bool:
     return any("Quant" in c for c in reply["classes"]["tested"])
 
 
-def _causal(mla, key, rows, steps, force, quant, batched: bool, label: str, into: dict) -> list:
-    """The causal check of one quantized configuration (mlagate.harness.servingcausal)."""
-    g, backend = mla.gates, mla.case.backend
-    runs, pairs, where = servingcausal.variants(rows, steps, mla.profile.vocab_size)
-    reply = mla.call(
-        "serve_pairs",
-        key=key,
-        variants=runs,
-        pairs=pairs,
-        force=force,
-        batched=batched,
-        quant=quant,
-        dtype=mla.case.dtype,
-    )
-    if "not_servable" in reply:
-        return [("not_servable", f"{label} causal: {reply['not_servable']}")]
-    found, into[label] = servingcausal.judge(
-        reply,
-        where,
-        label,
-        budget(g["causal_ulps"], backend),
-        budget(g["decode_ulps"], backend),
-        force,
-    )
-    return found
-
-
 def test_serving_quantized(mla):
     g = mla.gates
     key, info = mla.build(forced=True)
@@ -101,8 +74,16 @@ def test_serving_quantized(mla):
                     mla.metric("cases", table)
                     check(problems)  # the runtime raised: the first finding is the verdict
                 if _quantized(reply):
-                    problems += _causal(
-                        mla, key, rows, steps, force, quant, mode == "batched", label, causal
+                    problems += servingcausal.check(
+                        mla,
+                        key,
+                        rows,
+                        steps,
+                        force,
+                        label,
+                        causal,
+                        batched=mode == "batched",
+                        quant=quant,
                     )
     mla.metric("cases", table)
     mla.metric("causal", causal)

@@ -21,7 +21,7 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
     """Prompts of the lengths gates.rows (ragged; the longest unpadded) and the steps fed after
     them: one step of each width of gates.widths (every row gets its own tokens), then, when
     gates.rejected, a step of the widest width of which the last `rejected` tokens are trimmed
-    back, and a decode."""
+    back, and a decode; then, when gates.rejected_rows, per_row_rejection's two steps."""
     rng = random.Random(seed)
     rows = [scripts.tokens(rng, vocab, n) for n in g["rows"]]
     steps = [
@@ -37,7 +37,23 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
             }
         )
         steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
+    if g.get("rejected_rows"):
+        steps += per_row_rejection(g, rng, rows, vocab)
     return rows, steps
+
+
+def per_row_rejection(g, rng, rows, vocab: int) -> list[dict]:
+    """A step of the widest width of which row i rejects its last gates.rejected_rows[i] tokens
+    (cycled over the rows: rows rejecting different counts), and a decode."""
+    w, counts = max(g["widths"]), g["rejected_rows"]
+    return [
+        {
+            "tokens": [scripts.tokens(rng, vocab, w) for _ in rows],
+            "width": w,
+            "trim": [counts[i % len(counts)] for i in range(len(rows))],
+        },
+        {"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1},
+    ]
 
 
 def forces(info: dict) -> list[str | None]:

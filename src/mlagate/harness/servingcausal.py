@@ -14,6 +14,7 @@ step (L tokens a row) in three forms: as drawn (the base), with one token j chan
 from __future__ import annotations
 
 from mlagate.harness import give_up
+from mlagate.harness.scripts import budget
 
 
 def _changed(toks: list[int], j: int, vocab: int) -> list[int]:
@@ -44,6 +45,28 @@ def variants(rows, steps, vocab: int) -> tuple[dict, list, dict]:
         pairs.append((name, "wide"))
         where[f"{name}|wide"] = {"starts": starts, "L": L, "j": j}
     return out, pairs, where
+
+
+def check(mla, key: str, rows, steps, force, label: str, into: dict, **req) -> list:
+    """The causal check of one configuration (req: batched, quant, max_kv_size), its table row
+    put in `into` under `label`; the gates causal_ulps and decode_ulps."""
+    g, backend = mla.gates, mla.case.backend
+    runs, pairs, where = variants(rows, steps, mla.profile.vocab_size)
+    reply = mla.call(
+        "serve_pairs",
+        key=key,
+        variants=runs,
+        pairs=pairs,
+        force=force,
+        dtype=mla.case.dtype,
+        **req,
+    )
+    if "not_servable" in reply:
+        return [("not_servable", f"{label} causal: {reply['not_servable']}")]
+    same, loose = budget(g["causal_ulps"], backend), budget(g["decode_ulps"], backend)
+    found, into[label] = judge(reply, where, label, same, loose, force)
+    into[label]["classes"] = reply["classes"]
+    return found
 
 
 def judge(reply: dict, where: dict, label: str, same: float, loose: float, force) -> tuple:

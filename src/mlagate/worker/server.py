@@ -18,6 +18,7 @@ from mlagate.worker import activation, device, machine, probes, rollback, tracin
 from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
 from mlagate.worker.reuse import ReuseOps
+from mlagate.worker.rowrejection import RowRejectionOps
 from mlagate.worker.serving import ServingOps
 from mlagate.worker.servingpairs import ServingPairsOps
 from mlagate.worker.speculation import SpeculationOps
@@ -29,7 +30,14 @@ PIN_ENV = "MLAGATE_WORKER_CPU"
 
 
 class Worker(
-    BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ServingPairsOps, ReuseOps
+    BuildOps,
+    StepOps,
+    NumericsOps,
+    SpeculationOps,
+    ServingOps,
+    ServingPairsOps,
+    RowRejectionOps,
+    ReuseOps,
 ):
     """One arm's worker: its state (MLX, the built models) and its ops, `op_<name>` methods.
 
@@ -37,7 +45,7 @@ class Worker(
     (mlagate.worker.building), priming, stepping and timed samples (mlagate.worker.stepping),
     the float64 reference and ULP errors (mlagate.worker.numerics), speculative decoding
     (mlagate.worker.speculation), serving configurations (mlagate.worker.serving, servingpairs,
-    reuse); token scripts run in mlagate.worker.rollback.
+    rowrejection, reuse); token scripts run in mlagate.worker.rollback.
     """
 
     def __init__(self, arm_dir: str, package: str):

@@ -31,6 +31,7 @@ import sys
 
 from mlagate.worker.importers import REAL_INITS, AbsentImporter, run_init
 from mlagate.worker.rollback import leaves
+from mlagate.worker.rowrejection import row_trim
 from mlagate.worker.stepping import root_of
 from mlagate.worker.ulps import BITS, ulp
 
@@ -118,9 +119,10 @@ class ServingOps:
     def op_serve(self, req: dict) -> dict:
         """Rows (token lists, ragged) prefilled, then `steps` of new tokens per row (a step:
         {"tokens": [[row 0], [row 1], ...], "trim": k}: k tokens dropped after it through the
-        runtime's trim), run `batched` or each row alone, with `quant` ({bits, group_size}) or
-        not; compared per row and step with `reference` (the same tokens, each row alone,
-        unquantized unless reference_quant). Both sides run under `force`."""
+        runtime's trim; a list of k per row: each row's own, mlagate.worker.rowrejection), run
+        `batched` or each row alone, with `quant` ({bits, group_size}) or not, on rotating
+        caches with `max_kv_size`; compared per row and step with `reference` (the same tokens,
+        each row alone, plain unless reference_quant). Both sides run under `force`."""
         entry = self.models[req["key"]]
         if req.get("force") is not None and entry["forcing"] is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
@@ -131,12 +133,12 @@ class ServingOps:
         return self._compare(tested, self._reference(entry, req, tested), req)
 
     def _reference(self, entry: dict, req: dict, tested: Side) -> Side:
-        """The plain run of the rows (row after row, each step after step). After a tested side
-        that raised, only up to the last (row, step) it holds: what lies past it has nothing to
-        be compared with (nothing where it holds none). A whole run is kept with the model for
-        the next configuration of the same rows, steps and force (the same run: the serving
-        suites never load other weights into a built model)."""
-        quant = req.get("reference_quant")
+        """The plain run of the rows (row after row, each step after step; never rotating). After
+        a tested side that raised, only up to the last (row, step) it holds: what lies past it
+        has nothing to be compared with (nothing where it holds none). A whole run is kept with
+        the model for the next configuration of the same rows, steps and force (the same run:
+        the serving suites never load other weights into a built model)."""
+        quant, req = req.get("reference_quant"), {**req, "max_kv_size": None}
         if tested.error is not None:
             if not tested.logits:
                 return Side()
@@ -191,7 +193,7 @@ class ServingOps:
     def _run_single(self, entry: dict, req: dict, row: int, quant, side: Side, last=None) -> None:
         """One row alone: its prefill (step 0) and its steps, up to step `last` when given."""
         mx, force = self.mx, req.get("force")
-        cache = self._cache_module(entry).make_prompt_cache(entry["model"])
+        cache = self._prompt_cache(entry, req)
         quantize = self._quantizer(entry) if quant else None
         prompt = mx.array([req["rows"][row]], dtype=mx.int32)
         side.logits[(row, 0)] = self._call(entry, prompt, cache, force, side, [(row, 0)])[0]
@@ -203,7 +205,7 @@ class ServingOps:
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
             if step.get("trim"):
-                self._trim(entry, cache, step["trim"], side)
+                self._trim(entry, cache, row_trim(step["trim"], row), side)
 
     def _run_batched(self, entry: dict, req: dict, quant, side: Side) -> None:
         mx, force, rows = self.mx, req.get("force"), req["rows"]
@@ -212,6 +214,7 @@ class ServingOps:
         width = max(lengths)
         pads = [width - n for n in lengths]
         if self._route(entry) == "vlm":
+            self._batched_rotating(req)
             cache = self._serving_runtime(entry, "generate.ar")._make_cache(
                 entry["model"],
                 pads,
@@ -229,8 +232,8 @@ class ServingOps:
                 side.logits[(r, 0)] = out[r, p:]
             quantize = None
         else:
-            gen, cm = self._serving_runtime(entry, "generate"), self._cache_module(entry)
-            cache = gen._merge_caches([cm.make_prompt_cache(entry["model"]) for _ in rows])
+            gen = self._serving_runtime(entry, "generate")
+            cache = gen._merge_caches([self._prompt_cache(entry, req) for _ in rows])
             tokens = mx.array([r + [0] * p for p, r in zip(pads, rows, strict=True)], mx.int32)
             if max(pads):
                 for c in cache:
@@ -251,7 +254,11 @@ class ServingOps:
                 side.logits[(r, s)] = out[r]
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
-            if step.get("trim"):
+            if isinstance(step.get("trim"), list):
+                cache = self._trim_rows(entry, cache, step["trim"], side)
+                if cache is None:
+                    break
+            elif step.get("trim"):
                 self._trim(entry, cache, step["trim"], side)
 
     def _trim(self, entry: dict, cache, n: int, side: Side) -> None:

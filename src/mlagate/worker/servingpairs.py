@@ -10,6 +10,9 @@ Imports only the stdlib at module level; MLX and the runtime arrive through the 
 
 from __future__ import annotations
 
+import inspect
+
+from mlagate.worker.rollback import leaves
 from mlagate.worker.serving import NotServable
 from mlagate.worker.ulps import BITS, ulp
 
@@ -49,6 +52,31 @@ class ServingPairsOps:
             }
         classes = sorted({c for s in sides.values() for c in s.classes})
         return {"pairs": pairs, "classes": classes}
+
+    def _prompt_cache(self, entry: dict, req: dict):
+        """The runtime's make_prompt_cache for one row; with req["max_kv_size"], its rotating
+        form (`make_prompt_cache(model, max_kv_size=...)`, as `--max-kv-size` serves), and
+        NotServable where the module's own make_cache ignores it (no rotating cache comes back)."""
+        cm, size = self._cache_module(entry), req.get("max_kv_size")
+        if size is None:
+            return cm.make_prompt_cache(entry["model"])
+        if "max_kv_size" not in inspect.signature(cm.make_prompt_cache).parameters:
+            raise NotServable("the runtime's make_prompt_cache takes no max_kv_size")
+        cache = cm.make_prompt_cache(entry["model"], max_kv_size=size)
+        got = sorted({type(c).__name__ for c in leaves(cache)})
+        if not any("Rotating" in c for c in got):
+            raise NotServable(
+                f"make_prompt_cache(model, max_kv_size={size}) gave {', '.join(got)}: the "
+                "module's make_cache ignores max_kv_size (no rotating cache)"
+            )
+        return cache
+
+    def _batched_rotating(self, req: dict) -> None:
+        """mlx-vlm's batches (_make_cache) take no max_kv_size: they never rotate."""
+        if req.get("max_kv_size") is not None:
+            raise NotServable(
+                "generate.ar._make_cache takes no max_kv_size: the runtime's batches never rotate"
+            )
 
 
 def _by_position(mx, side, variant: dict) -> dict[int, dict[int, object]]:
