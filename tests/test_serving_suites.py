@@ -147,3 +147,38 @@ def test_a_runtime_without_a_rotating_cache_is_not_servable_there(verdicts):
     r = verdicts[("serving_rotating", "fake-stock")]
     assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["not_servable"], r["reason"]
     assert "make_prompt_cache takes no max_kv_size" in r["reason"]
+
+
+@pytest.mark.arms
+def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_is_not(
+    tmp_path, run_cli, real_cache
+):
+    """deepseek_v3 (DeepSeek-V3 geometry) on its runtimes' rotating caches: mlx-vlm 0.7.10 one
+    row at a time passes every check (its batches cannot rotate: not_servable); mlx-lm 0.32.2's
+    RotatingKVCache gives a verify step past the window other logits than decoding (the
+    prefill_decode_mismatch finding), while its batched rotating cache passes, and both equal
+    the plain cache bitwise while they fit and stay causal past it."""
+    from .conftest import ROOT
+
+    proc = run_cli(
+        *("run", "--suite", "serving_rotating", "--module", "mlx-lm/deepseek_v3"),
+        *("--module", "mlx-vlm/deepseek_v3", "--arm", "mlx-lm-0.32.2", "--arm", "mlx-vlm-0.7.10"),
+        *("--out", tmp_path),
+        cwd=ROOT,
+        cache=real_cache,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr  # every verdict as expected
+    rows = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")]
+    rows = {r["arm"]: r for r in rows if r["geometry"]["id"] == "deepseek-v3"}
+    lm, vlm = rows["mlx-lm-0.32.2"], rows["mlx-vlm-0.7.10"]
+    assert lm["failure"]["kinds"] == ["prefill_decode_mismatch"], lm["reason"]
+    assert vlm["failure"]["kinds"] == ["not_servable"], vlm["reason"]
+    assert "_make_cache takes no max_kv_size" in vlm["reason"]
+    for r in (lm, vlm):
+        for label, c in r["metrics"]["cases"].items():
+            assert c["compared"] > 0 and not c["rows_over"], label  # inside the window
+            assert c["max_ulps"] == 0 or "batched" in label, label
+        for label, c in r["metrics"]["causal"].items():
+            assert any("Rotating" in k for k in c["classes"]), label
+            broken = 2 if (r is lm and "single" in label) else 0  # rows 30 and 20 past W
+            assert c["broken"] == broken, label
