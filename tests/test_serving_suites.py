@@ -1,8 +1,8 @@
 """The serving suites are shown able to fail: the fake runtime's arms plant a defect in its batch
-cache (finalize forgets the padding it rolled), in its padding handling (the attention drops
-the batch cache's padding term) in its quantized cache (its biases dropped when read back; a
-token's rounding made to depend on the later tokens of its step) and in its prompt-cache round
-trip (a loaded cache loses its last token).
+cache (finalize forgets the padding it rolled; extract keeps a row's padding), in its padding
+handling (the attention drops the batch cache's padding term) in its quantized cache (its biases
+dropped when read back; a token's rounding made to depend on the later tokens of its step) and
+in its prompt-cache round trip (a loaded cache loses its last token).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
 padded rows only), and passes the others and probes,
 a single-sequence suite that cannot see them; the unplanted arms pass every one."""
@@ -47,8 +47,12 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
         assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
-    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # one sequence each
+    for suite in ("probes", "serving_prompt_reuse"):  # one sequence each
         assert verdicts[(suite, arm)]["verdict"] == "pass", suite
+    q = verdicts[("serving_quantized", arm)]  # its batched mode serves through the batch cache
+    assert q["failure"]["kinds"] == ["quantized_mismatch"], q["reason"]
+    for label, row in q["metrics"]["cases"].items():
+        assert row["rows_over"] == ([1, 2] if "/batched/" in label else []), label
 
 
 def test_a_planted_quantized_cache_defect_fails_quantized_serving_only(verdicts):
@@ -116,16 +120,17 @@ def test_a_working_quantized_cache_passes_within_its_measured_budget(verdicts):
     r = verdicts[("serving_quantized", "fake-stock")]
     assert r["verdict"] == "pass", r["reason"]
     cases = r["metrics"]["cases"]
-    assert len(cases) == 2 * 3  # q8 and q4, natural and both forced paths
+    assert len(cases) == 2 * 2 * 3  # q8 and q4, single and batched, natural and both forced
     for label, row in cases.items():
-        assert "QuantizedKVCache" in row["classes"]["tested"], label
+        quantized = "BatchQuantizedKVCache" if "/batched/" in label else "QuantizedKVCache"
+        assert quantized in row["classes"]["tested"], label
         assert row["compared"] == 3 * 8, label  # q4 against the plain run kept from q8: all of it
         assert 0 < row["max_ulps"] <= (16384 if label.startswith("q8") else 262144), label
     causal = r["metrics"]["causal"]  # every quantized configuration: causal and decode-equal
     assert set(causal) == set(cases)
     for label, c in causal.items():
         assert (c["pairs"], c["broken"]) == (4, 0), label
-        assert "QuantizedKVCache" in c["classes"], label
+        assert any("QuantizedKVCache" in k for k in c["classes"]), label
         assert c["decode_max_ulps"] <= 128, label
 
 
@@ -138,7 +143,7 @@ def test_a_planted_extract_defect_fails_per_row_rejection_on_the_padded_rows_onl
     assert " step 8 " not in r["reason"]  # the verify step itself ran before the extraction
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path
-    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):
+    for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # no per-row trims
         assert verdicts[(suite, "fake-extractpad")]["verdict"] == "pass", suite
 
 
