@@ -187,3 +187,35 @@ def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_i
             assert any("Rotating" in k for k in c["classes"]), label
             broken = 2 if (r is lm and "single" in label) else 0  # rows 30 and 20 past W
             assert c["broken"] == broken, label
+
+
+@pytest.mark.arms
+def test_real_batches_reject_per_row_through_extract_trim_and_merge(tmp_path, run_cli, real_cache):
+    """mlx-lm 0.32.2 (its _merge_caches) and mlx-vlm 0.7.10 (each row cache's merge): rows of
+    deepseek_v3 rejecting 5, 0 and 2 tokens each equal their own plain runs, the decode after
+    included (14 steps a row); glm5_next's BatchPoolingCache cannot be trimmed, so its batch
+    stops at the per-row step and says so."""
+    from .conftest import ROOT
+
+    proc = run_cli(
+        *("run", "--suite", "serving_batched", "--module", "mlx-lm/deepseek_v3"),
+        *("--module", "mlx-vlm/deepseek_v3", "--module", "mlx-vlm/glm5_next"),
+        *("--arm", "mlx-lm-0.32.2", "--arm", "mlx-vlm-0.7.10", "--out", tmp_path),
+        cwd=ROOT,
+        cache=real_cache,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    rows = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")]
+    measured = [r for r in rows if r["verdict"] != "argued"]
+    assert {r["module"] for r in measured} == {
+        "mlx-lm/deepseek_v3",
+        "mlx-vlm/deepseek_v3",
+        "mlx-vlm/glm5_next",
+    }
+    for r in measured:
+        assert r["verdict"] == "pass", r["reason"]
+        for label, c in r["metrics"]["cases"].items():
+            if r["module"].endswith("glm5_next"):
+                assert c["compared"] == 3 * 13 and "not expressible" in c["rejection"], label
+            else:
+                assert c["compared"] == 3 * 14 and "rejection" not in c, label
