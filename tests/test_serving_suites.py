@@ -219,3 +219,22 @@ def test_real_batches_reject_per_row_through_extract_trim_and_merge(tmp_path, ru
                 assert c["compared"] == 3 * 13 and "not expressible" in c["rejection"], label
             else:
                 assert c["compared"] == 3 * 14 and "rejection" not in c, label
+
+
+def test_causal_variants_change_one_token_of_the_widest_untrimmed_step():
+    from mlagate.harness import servingcausal
+
+    steps = [
+        {"tokens": [[1], [2]], "width": 1},
+        {"tokens": [[1, 2, 3, 4], [5, 6, 7, 8]], "width": 4},
+        {"tokens": [[9] * 6, [9] * 6], "width": 6, "trim": 2},  # a rejection: never fed here
+    ]
+    runs, pairs, where = servingcausal.variants([[1, 2, 3], [4, 5]], steps, 64)
+    assert pairs == [("wide", "decode"), ("j=1", "wide"), ("j=2", "wide"), ("j=3", "wide")]
+    assert where["j=2|wide"] == {"starts": [4, 3], "L": 4, "j": 2}  # prompt + the decode
+    assert [len(s["tokens"][0]) for s in runs["decode"]["steps"]] == [1, 1, 1, 1, 1]
+    changed = runs["j=2"]["steps"][-1]["tokens"]
+    assert [t[:2] + t[3:] for t in changed] == [[1, 2, 4], [5, 6, 8]]
+    assert [t[2] for t in changed] != [3, 7]
+    one = [{"tokens": [[1], [2]], "width": 1}]
+    assert servingcausal.variants([[1], [2]], one, 64)[1] == [("wide", "decode")]  # L = 1

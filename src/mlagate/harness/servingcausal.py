@@ -1,5 +1,6 @@
-"""Causality on a served configuration (serving_quantized's causal check): the variants the worker
-op `serve_pairs` (mlagate.worker.servingpairs) runs, and how its reply is judged.
+"""Causality on a served configuration (the causal checks of serving_quantized and
+serving_rotating): the variants the worker op `serve_pairs` (mlagate.worker.servingpairs) runs,
+and how its reply is judged.
 
 The rows are prefilled and fed the steps before the widest one, accepted whole; then the widest
 step (L tokens a row) in three forms: as drawn (the base), with one token j changed in every row
@@ -36,7 +37,7 @@ def variants(rows, steps, vocab: int) -> tuple[dict, list, dict]:
         "steps": [*head, *({"tokens": [[t[i]] for t in wide]} for i in range(L))],
     }
     pairs, where = [("wide", "decode")], {"wide|decode": {"starts": starts, "L": L}}
-    for j in sorted({1, L // 2, L - 1} - {0}):
+    for j in sorted(j for j in {1, L // 2, L - 1} if 0 < j < L):
         name = f"j={j}"
         out[name] = {
             "rows": rows,
