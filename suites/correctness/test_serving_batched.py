@@ -6,7 +6,11 @@ the runtime pads them) are prefilled in one call through the runtime's batching 
 (mlagate.worker.serving: mlx-vlm's `_make_cache` with the padding mask passed as
 `attention_mask`, mlx-lm's `_merge_caches` with prepare/finalize), then fed one step of each
 width of gates.widths (decode and verify steps on warm caches), a verify step whose last
-gates.rejected tokens are trimmed back through the runtime's trim, and a decode. Each row's
+gates.rejected tokens are trimmed back through the runtime's trim, and a decode; then, with
+gates.rejected_rows, a verify step whose rows reject different counts (each row's caches
+extracted, trimmed and merged back by the runtime's own functions:
+mlagate.worker.rowrejection; a batch whose caches cannot be trimmed stops there and says so),
+and a decode. Each row's
 logits at every step equal the same tokens run as one sequence through the runtime's plain
 cache (make_prompt_cache): within gates.same_path_ulps (0: bitwise) where both took the same
 path, within gates.cross_path_ulps where the batch, which decides once for all its rows on its
