@@ -40,6 +40,7 @@ from pathlib import Path
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid
+from mlagate.harness.timing import stopped_by
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
 
@@ -79,8 +80,8 @@ def test_l1_parity(mla):
                         rows[str(T)] = row
     for T in caches:  # stopped on the budget: judged on the rounds taken, at the last look
         rows.setdefault(str(T), _judge(figures[T], level, tol, T, gates["confidence"]))
-    _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
-    _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", budget)
+    seq = _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
+    _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", seq)
 
 
 def _chunk(mla) -> int | None:
@@ -209,27 +210,26 @@ def _judge(ys: list[float], level: float, tol: float, T: int, confidence: float)
     }
 
 
-def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> None:
+def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> dict:
     mla.metric("l1", rows)
     mla.metric("pairs", pairs)
     mla.metric("aa", aa)
-    mla.metric(
-        "sequential",
-        {
-            "budget_s": budget,
-            "used_s": round(mla._elapsed(), 3),
-            "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
-            "samples_per_pair": mla.gates["samples"],
-            "samples": len(pairs) * mla.gates["samples"],
-            "planned_looks": looks,
-            "look_confidence": level,
-            "confidence": mla.gates["confidence"],
-            "stopped": stopped,
-        },
-    )
+    seq = {
+        "budget_s": budget,
+        "used_s": round(mla._elapsed(), 3),
+        "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
+        "samples_per_pair": mla.gates["samples"],
+        "samples": len(pairs) * mla.gates["samples"],
+        "planned_looks": looks,
+        "look_confidence": level,
+        "confidence": mla.gates["confidence"],
+        "stopped": stopped,
+    }
+    mla.metric("sequential", seq)
+    return seq
 
 
-def _verdict(rows: dict, tol: float, arm: str, who: str, budget: float) -> None:
+def _verdict(rows: dict, tol: float, arm: str, who: str, seq: dict) -> None:
     def said(r: dict) -> str:
         lo, hi = r["ci"]
         return (
@@ -244,6 +244,6 @@ def _verdict(rows: dict, tol: float, arm: str, who: str, budget: float) -> None:
     open_rows = [r for r in rows.values() if r["decided"] is None]
     if open_rows:
         raise Invalid(
-            f"undecided within the {budget:.0f} s budget: the interval straddles the {tol:.0%} "
-            "tolerance: " + "; ".join(said(r) for r in open_rows)
+            f"undecided: the interval straddles the {tol:.0%} tolerance, "
+            f"{stopped_by(seq, 'process pairs')}: " + "; ".join(said(r) for r in open_rows)
         )
