@@ -24,7 +24,7 @@ class Case:
     baseline arm is looked up)."""
 
     def __init__(self, budget_s: float, round_s: float):
-        self.case = SimpleNamespace(arm="a", aa=True, backend="cpu")
+        self.case = SimpleNamespace(arm="a", aa=True, backend="cpu", runner="linux-cpu")
         self.gates = {
             "tolerance": {"cpu": 0.10},
             "samples": 11,
@@ -45,7 +45,9 @@ class Case:
         return self.clock
 
 
-def _run(monkeypatch, centre: float, sd: float, budget_s: float = 1000, round_s: float = 3):
+def _run(
+    monkeypatch, centre: float, sd: float, budget_s: float = 1000, round_s: float = 3, tol=0.10
+):
     spec = importlib.util.spec_from_file_location(
         "l1_parity_suite", ROOT / "suites/performance/test_l1_parity.py"
     )
@@ -53,6 +55,7 @@ def _run(monkeypatch, centre: float, sd: float, budget_s: float = 1000, round_s:
     spec.loader.exec_module(suite)
     rng = random.Random(7)
     mla = Case(budget_s, round_s)
+    mla.gates["tolerance"]["cpu"] = tol
 
     @contextlib.contextmanager
     def primed(*_):
@@ -113,3 +116,12 @@ def test_decided_cases_stop_early(monkeypatch, centre, verdict):
 def test_stopped_by_within_one_worker(stopped, words):
     record = {"stopped": stopped, "samples": 15, "used_s": 130.2, "budget_s": 120}
     assert words in stopped_by(record)
+
+
+def test_an_uncalibrated_tolerance_measures_nothing_and_says_how_to_calibrate(monkeypatch):
+    from mlagate.gates import UNCALIBRATED
+
+    metrics, err = _run(monkeypatch, 0.25, 0.01, tol=UNCALIBRATED)
+    assert isinstance(err, Invalid) and metrics == {}
+    assert "run mlagate calibrate first" in str(err)
+    assert "mlagate calibrate --runner linux-cpu" in str(err)

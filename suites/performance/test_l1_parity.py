@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from mlagate import stats
+from mlagate.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid
 from mlagate.harness.timing import stopped_by
 
@@ -49,6 +50,12 @@ def test_l1_parity(mla):
     arm, aa, gates = mla.case.arm, mla.case.aa, mla.gates
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
     tol = gates["tolerance"][mla.case.backend]
+    if tol == UNCALIBRATED:
+        raise Invalid(
+            f"uncalibrated: suites.l1_parity.gates.tolerance has no measured value for backend "
+            f"{mla.case.backend}: run mlagate calibrate first (mlagate run --aa --suite l1_parity "
+            f"on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
+        )
     budget = gates["budget_s"][mla.ctx.profile_name]
     looks = list(range(gates["min_pairs"], gates["max_pairs"] + 1, 2))
     if not looks or gates["min_pairs"] % 2:
