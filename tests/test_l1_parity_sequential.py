@@ -46,7 +46,13 @@ class Case:
 
 
 def _run(
-    monkeypatch, centre: float, sd: float, budget_s: float = 1000, round_s: float = 3, tol=0.10
+    monkeypatch,
+    centre: float,
+    sd: float,
+    budget_s: float = 1000,
+    round_s: float = 3,
+    tol=0.10,
+    aa=True,
 ):
     spec = importlib.util.spec_from_file_location(
         "l1_parity_suite", ROOT / "suites/performance/test_l1_parity.py"
@@ -56,6 +62,8 @@ def _run(
     rng = random.Random(7)
     mla = Case(budget_s, round_s)
     mla.gates["tolerance"]["cpu"] = tol
+    mla.case.aa = aa
+    mla.ctx.matrix = SimpleNamespace(arms={"a": SimpleNamespace(baseline="b")})
 
     @contextlib.contextmanager
     def primed(*_):
@@ -118,10 +126,24 @@ def test_stopped_by_within_one_worker(stopped, words):
     assert words in stopped_by(record)
 
 
-def test_an_uncalibrated_tolerance_measures_nothing_and_says_how_to_calibrate(monkeypatch):
+def test_an_uncalibrated_tolerance_measures_nothing_against_a_baseline(monkeypatch):
     from mlagate.gates import UNCALIBRATED
 
-    metrics, err = _run(monkeypatch, 0.25, 0.01, tol=UNCALIBRATED)
+    metrics, err = _run(monkeypatch, 0.25, 0.01, tol=UNCALIBRATED, aa=False)
     assert isinstance(err, Invalid) and metrics == {}
     assert "run mlagate calibrate first" in str(err)
     assert "mlagate calibrate --runner linux-cpu" in str(err)
+
+
+def test_an_uncalibrated_aa_run_measures_the_floor_for_calibrate(monkeypatch):
+    from mlagate.commands import calibrate
+    from mlagate.gates import UNCALIBRATED
+
+    metrics, err = _run(monkeypatch, 0.0, 0.02, tol=UNCALIBRATED)
+    assert isinstance(err, Invalid) and "run mlagate calibrate first" in str(err)
+    assert metrics["sequential"]["stopped"] == "max_pairs"  # nothing to decide against
+    assert all(r["decided"] is None and r["pairs"] == 12 for r in metrics["l1"].values())
+    row = {"suite": "l1_parity", "case_id": "c", "arm": "a", "module": "m", "metrics": metrics}
+    floor = calibrate.aa_floor([{**row, "geometry": {"id": "g"}}])
+    assert 0 < floor["aa_floor"] < 0.05 and floor["bound"] <= 0.05
+    assert f"intervals reach {floor['aa_floor']:.1%}" in str(err)

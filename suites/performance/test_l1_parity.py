@@ -50,12 +50,9 @@ def test_l1_parity(mla):
     arm, aa, gates = mla.case.arm, mla.case.aa, mla.gates
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
     tol = gates["tolerance"][mla.case.backend]
-    if tol == UNCALIBRATED:
-        raise Invalid(
-            f"uncalibrated: suites.l1_parity.gates.tolerance has no measured value for backend "
-            f"{mla.case.backend}: run mlagate calibrate first (mlagate run --aa --suite l1_parity "
-            f"on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
-        )
+    if tol == UNCALIBRATED and not aa:
+        raise Invalid(_uncalibrated(mla))
+    tol = None if tol == UNCALIBRATED else tol  # A/A: measured to the last look, then invalid
     budget = gates["budget_s"][mla.ctx.profile_name]
     looks = list(range(gates["min_pairs"], gates["max_pairs"] + 1, 2))
     if not looks or gates["min_pairs"] % 2:
@@ -88,7 +85,18 @@ def test_l1_parity(mla):
     for T in caches:  # stopped on the budget: judged on the rounds taken, at the last look
         rows.setdefault(str(T), _judge(figures[T], level, tol, T, gates["confidence"]))
     seq = _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
+    if tol is None:
+        widest = max((max(map(abs, r["ci"])) for r in rows.values()), default=math.inf)
+        raise Invalid(f"{_uncalibrated(mla)}; this A/A run's intervals reach {widest:.1%}")
     _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", seq)
+
+
+def _uncalibrated(mla) -> str:
+    return (
+        f"uncalibrated: suites.l1_parity.gates.tolerance has no measured value for backend "
+        f"{mla.case.backend}: run mlagate calibrate first (mlagate run --aa --suite l1_parity "
+        f"on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
+    )
 
 
 def _chunk(mla) -> int | None:
@@ -200,10 +208,16 @@ def _round(mla, p: int, slots: list[tuple], caches: list[int], files: dict):
         )
 
 
-def _judge(ys: list[float], level: float, tol: float, T: int, confidence: float) -> dict:
+def _judge(ys: list[float], level: float, tol: float | None, T: int, confidence: float) -> dict:
+    """One cache length's interval over process pairs and its verdict (None: undecided; always
+    with no tolerance, an uncalibrated runner's A/A run)."""
     centre, lo, hi, estimator = stats.pairs_interval(ys, level)
     lo, hi = math.expm1(lo), math.expm1(hi)
-    decided = "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
+    inside, beyond = (
+        tol is not None and -tol <= lo and hi <= tol,
+        tol is not None and (lo > tol or hi < -tol),
+    )
+    decided = "pass" if inside else "fail" if beyond else None
     return {
         "T": T,
         "change": math.expm1(centre),
