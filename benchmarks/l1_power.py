@@ -229,6 +229,8 @@ def _gates(folder: Path, args) -> dict:
     return {
         **{k: g[k] for k in ("tolerance", "samples", "max_pairs", "budget_s")},
         "geometry": args.geometry,
+        "mode": args.mode,
+        "run_args": args.run_args,
     }
 
 
