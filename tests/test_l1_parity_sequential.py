@@ -127,7 +127,7 @@ def test_stopped_by_within_one_worker(stopped, words):
 
 
 def test_an_uncalibrated_tolerance_measures_nothing_against_a_baseline(monkeypatch):
-    from mlagate.gates import UNCALIBRATED
+    from mlagate.contract.gates import UNCALIBRATED
 
     metrics, err = _run(monkeypatch, 0.25, 0.01, tol=UNCALIBRATED, aa=False)
     assert isinstance(err, Invalid) and metrics == {}
@@ -137,7 +137,7 @@ def test_an_uncalibrated_tolerance_measures_nothing_against_a_baseline(monkeypat
 
 def test_an_uncalibrated_aa_run_measures_the_floor_for_calibrate(monkeypatch):
     from mlagate.commands import calibrate
-    from mlagate.gates import UNCALIBRATED
+    from mlagate.contract.gates import UNCALIBRATED
 
     metrics, err = _run(monkeypatch, 0.0, 0.02, tol=UNCALIBRATED)
     assert isinstance(err, Invalid) and "run mlagate calibrate first" in str(err)

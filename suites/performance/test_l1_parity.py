@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from mlagate import stats
-from mlagate.gates import UNCALIBRATED
+from mlagate.contract.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid
 from mlagate.harness.timing import stopped_by
 
