@@ -112,7 +112,51 @@ def test_a_calibrated_gate_may_be_uncalibrated_and_no_other_may():
     shipped = (ROOT / "matrix.yaml").read_text()
     m = matrix.parse(shipped, ROOT / "matrix.yaml")
     assert m.suites["speculative"].gates["max_verify_growth"]["metal"] == UNCALIBRATED
+    assert m.suites["l1_parity"].gates["tolerance"]["metal"] == UNCALIBRATED
     line = "      samples_at_formula: 15"
     bad = shipped.replace(line, "      samples_at_formula: uncalibrated", 1)
     with pytest.raises(MatrixError, match="got 'uncalibrated'$"):
         matrix.parse(bad, ROOT / "matrix.yaml")
+
+
+def _aa_row(cis: list, runner="linux-cpu"):
+    return {
+        "case_id": "l1_parity::patched::aa",
+        "suite": "l1_parity",
+        "arm": "patched",
+        "module": "mlx-lm/deepseek_v3",
+        "geometry": {"id": "deepseek-v3"},
+        "control": False,
+        "runner": runner,
+        "backend": "cpu",
+        "metrics": {
+            "aa": True,
+            "l1": {str(256 * 4**i): {"change": sum(ci) / 2, "ci": ci} for i, ci in enumerate(cis)},
+        },
+    }
+
+
+def test_the_l1_tolerance_is_proposed_from_the_aa_floor():
+    rows = [
+        _aa_row([[-0.021, 0.034], [-0.052, 0.041]]),
+        _aa_row([[-0.03, 0.018], [float("-inf"), float("inf")]]),  # under two pairs: unbounded
+        {
+            **_aa_row([[-0.4, 0.4]]),
+            "metrics": {"aa": False, "l1": {"256": {"change": 0.0, "ci": [-0.4, 0.4]}}},
+        },
+    ]
+    doc = calibrate.calibrate(rows, "linux-cpu")
+    (gate,) = doc["gates"]
+    assert gate["gate"] == "tolerance" and gate["refused"] is None
+    assert gate["aa_floor"] == pytest.approx(0.052) and gate["bound"] == pytest.approx(0.06)
+    assert len(gate["cases"]) == 2  # the arm-vs-baseline case is no A/A floor
+    assert "tolerance: {cpu: 0.06}  # A/A intervals reach 0.052 over 2 cases" in calibrate.snippet(
+        doc
+    )
+
+
+def test_a_runner_whose_aa_floor_is_wider_than_the_widest_tolerance_is_refused():
+    rows = [_aa_row([[-0.02, 0.03]]), _aa_row([[-0.17, 0.08]])]  # the planted noisy runner
+    (gate,) = calibrate.calibrate(rows, "linux-cpu")["gates"]
+    assert gate["bound"] is None and "A/A intervals reach 17.0%" in gate["refused"]
+    assert "# tolerance: refused" in calibrate.snippet(calibrate.calibrate(rows, "linux-cpu"))

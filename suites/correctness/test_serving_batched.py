@@ -6,12 +6,16 @@ the runtime pads them) are prefilled in one call through the runtime's batching 
 (mlagate.worker.serving: mlx-vlm's `_make_cache` with the padding mask passed as
 `attention_mask`, mlx-lm's `_merge_caches` with prepare/finalize), then fed one step of each
 width of gates.widths (decode and verify steps on warm caches), a verify step whose last
-gates.rejected tokens are trimmed back through the runtime's trim, and a decode; a verify step
-whose rows keep gates.retain tokens each (a rejection per row, through the runtime's
-speculative cache transaction; a runtime without one says so), and a decode; then the rows
-of gates.leave leave the batch through the runtime's filter (their requests finished) and the
-others get a decode and a verify step (a pool cache must keep each row's pools); and, on the
-natural path, a batch of gates.cold_rows whose rows leave before any holds a pool. Each row's
+gates.rejected tokens are trimmed back through the runtime's trim, and a decode; then the
+per-row rejection (rows of one verify step rejecting different counts) by its two routes
+(mlagate.worker.rowrejection), each followed by a decode: gates.rejected_rows_transaction
+through the runtime's speculative cache transaction (a runtime without one says so), then the
+rows of gates.leave leave the batch through the runtime's filter (their requests finished) and
+the others get a decode and a verify step (a pool cache must keep each row's pools), then
+gates.rejected_rows_extract over the rows kept, through the runtime's row functions (each
+row's caches extracted, trimmed and merged back; a batch whose caches cannot be trimmed stops
+there and says so); and, on the natural path, a batch of gates.cold_rows whose rows leave
+before any holds a pool. Each row's
 logits at every step equal the same tokens run as one sequence through the runtime's plain
 cache (make_prompt_cache): within gates.same_path_ulps (0: bitwise) where both took the same
 path, within gates.cross_path_ulps where the batch, which decides once for all its rows on its
@@ -54,7 +58,8 @@ def _cold(mla, key, table, same, cross) -> list:
     """gates.cold_rows: a batch whose rows all stay shorter than a pool window until the rows of
     gates.leave have left (its pool caches hold no pool yet when they are filtered), natural
     path: a decode, the rows leave, two decodes."""
-    g = {**mla.gates, "rows": mla.gates["cold_rows"], "widths": [1], "rejected": 0, "retain": []}
+    g = {**mla.gates, "rows": mla.gates["cold_rows"], "widths": [1], "rejected": 0}
+    g |= {"rejected_rows_transaction": [], "rejected_rows_extract": []}
     rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
     reply = sv.serve(mla, key, rows, steps, None, batched=True)
     found, table["cold"] = sv.judge(reply, "cold", same, cross, "batch_row_mismatch", steps)

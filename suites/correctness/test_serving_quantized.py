@@ -10,12 +10,17 @@ run alone on the plain cache:
 - equivalence: within gates.quant_ulps[bits] (ULPs of the dtype at max |logits|);
 - dispatch: the quantized run takes the path the plain run takes (the counters, each step);
 - a quantized run whose caches hold no quantized class measured nothing quantized (the
-  runtime has no quantized form of that cache: not_servable).
+  runtime has no quantized form of that cache: not_servable);
+- causal (mlagate.harness.servingcausal), on each configuration that served something
+  quantized: the widest step with one token j changed moves no position before j
+  (gates.causal_ulps, 0: bitwise) and equals the same tokens decoded one at a time on the
+  quantized cache (gates.decode_ulps): the quantized run against itself, so the check is as
+  tight as the causal suite's, where the plain-cache comparison must allow quant_ulps.
 gates.modes says which of single and batched run. On the natural path and both forced paths;
 the first configuration in which the runtime raises ends the case (its verdict).
 """
 
-from mlagate.harness import check
+from mlagate.harness import check, servingcausal
 from mlagate.harness import serving as sv
 from mlagate.harness.scripts import budget
 
@@ -28,7 +33,7 @@ def test_serving_quantized(mla):
     g = mla.gates
     key, info = mla.build(forced=True)
     rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
-    problems, table = [], {}
+    problems, table, causal = [], {}, {}
     for q in g["bits"]:
         bits = int(q[1:])
         quant = {"bits": bits, "group_size": g["group_size"]}
@@ -68,5 +73,18 @@ def test_serving_quantized(mla):
                 if reply["errors"]["tested"]:
                     mla.metric("cases", table)
                     check(problems)  # the runtime raised: the first finding is the verdict
+                if _quantized(reply):
+                    problems += servingcausal.check(
+                        mla,
+                        key,
+                        rows,
+                        steps,
+                        force,
+                        label,
+                        causal,
+                        batched=mode == "batched",
+                        quant=quant,
+                    )
     mla.metric("cases", table)
+    mla.metric("causal", causal)
     check(problems)

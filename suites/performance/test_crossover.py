@@ -18,6 +18,7 @@ where materialising wins) and the margin at b are reported either way.
 
 from mlagate import crossover, stats
 from mlagate.harness import Failed, Invalid
+from mlagate.harness.timing import stopped_by
 
 
 def test_crossover(mla):
@@ -39,7 +40,7 @@ def test_crossover(mla):
         _, lo, hi = stats.paired_change(t["absorbed"], t["materialised"], level)
         return "fail" if lo > tol else "pass" if hi <= tol else None
 
-    sweep, level = {}, 0.95
+    sweep, level, seq = {}, 0.95, {}
     for L in widths:
         series = [
             {"label": "absorbed", "key": key, "L": L, "force": "absorbed"},
@@ -90,5 +91,5 @@ def test_crossover(mla):
     if hi > tol:
         raise Invalid(
             f"inconclusive at L={b}: absorbed is {slowdown:+.0%} vs materialised, interval "
-            f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance"
+            f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance, {stopped_by(seq)}"
         )

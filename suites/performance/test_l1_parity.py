@@ -39,7 +39,9 @@ import time
 from pathlib import Path
 
 from mlagate import stats
+from mlagate.contract.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid
+from mlagate.harness.timing import stopped_by
 
 FINGERPRINT_KEYS = ("mlx", "backend", "device", "blas", "mlx_env", "ld_preload", "python", "cpus")
 
@@ -48,6 +50,9 @@ def test_l1_parity(mla):
     arm, aa, gates = mla.case.arm, mla.case.aa, mla.gates
     baseline, replica = (arm, 1) if aa else (mla.ctx.matrix.arms[arm].baseline, 0)
     tol = gates["tolerance"][mla.case.backend]
+    if tol == UNCALIBRATED and not aa:
+        raise Invalid(_uncalibrated(mla))
+    tol = None if tol == UNCALIBRATED else tol  # A/A: measured to the last look, then invalid
     budget = gates["budget_s"][mla.ctx.profile_name]
     looks = list(range(gates["min_pairs"], gates["max_pairs"] + 1, 2))
     if not looks or gates["min_pairs"] % 2:
@@ -79,8 +84,19 @@ def test_l1_parity(mla):
                         rows[str(T)] = row
     for T in caches:  # stopped on the budget: judged on the rounds taken, at the last look
         rows.setdefault(str(T), _judge(figures[T], level, tol, T, gates["confidence"]))
-    _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
-    _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", budget)
+    seq = _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
+    if tol is None:
+        widest = max((max(map(abs, r["ci"])) for r in rows.values()), default=math.inf)
+        raise Invalid(f"{_uncalibrated(mla)}; this A/A run's intervals reach {widest:.1%}")
+    _verdict(rows, tol, arm, f"{baseline}{' (A/A)' if aa else ''}", seq)
+
+
+def _uncalibrated(mla) -> str:
+    return (
+        f"uncalibrated: suites.l1_parity.gates.tolerance has no measured value for backend "
+        f"{mla.case.backend}: run mlagate calibrate first (mlagate run --aa --suite l1_parity "
+        f"on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
+    )
 
 
 def _chunk(mla) -> int | None:
@@ -192,10 +208,16 @@ def _round(mla, p: int, slots: list[tuple], caches: list[int], files: dict):
         )
 
 
-def _judge(ys: list[float], level: float, tol: float, T: int, confidence: float) -> dict:
+def _judge(ys: list[float], level: float, tol: float | None, T: int, confidence: float) -> dict:
+    """One cache length's interval over process pairs and its verdict (None: undecided; always
+    with no tolerance, an uncalibrated runner's A/A run)."""
     centre, lo, hi, estimator = stats.pairs_interval(ys, level)
     lo, hi = math.expm1(lo), math.expm1(hi)
-    decided = "pass" if -tol <= lo and hi <= tol else "fail" if lo > tol or hi < -tol else None
+    inside, beyond = (
+        tol is not None and -tol <= lo and hi <= tol,
+        tol is not None and (lo > tol or hi < -tol),
+    )
+    decided = "pass" if inside else "fail" if beyond else None
     return {
         "T": T,
         "change": math.expm1(centre),
@@ -209,27 +231,26 @@ def _judge(ys: list[float], level: float, tol: float, T: int, confidence: float)
     }
 
 
-def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> None:
+def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> dict:
     mla.metric("l1", rows)
     mla.metric("pairs", pairs)
     mla.metric("aa", aa)
-    mla.metric(
-        "sequential",
-        {
-            "budget_s": budget,
-            "used_s": round(mla._elapsed(), 3),
-            "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
-            "samples_per_pair": mla.gates["samples"],
-            "samples": len(pairs) * mla.gates["samples"],
-            "planned_looks": looks,
-            "look_confidence": level,
-            "confidence": mla.gates["confidence"],
-            "stopped": stopped,
-        },
-    )
+    seq = {
+        "budget_s": budget,
+        "used_s": round(mla._elapsed(), 3),
+        "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
+        "samples_per_pair": mla.gates["samples"],
+        "samples": len(pairs) * mla.gates["samples"],
+        "planned_looks": looks,
+        "look_confidence": level,
+        "confidence": mla.gates["confidence"],
+        "stopped": stopped,
+    }
+    mla.metric("sequential", seq)
+    return seq
 
 
-def _verdict(rows: dict, tol: float, arm: str, who: str, budget: float) -> None:
+def _verdict(rows: dict, tol: float, arm: str, who: str, seq: dict) -> None:
     def said(r: dict) -> str:
         lo, hi = r["ci"]
         return (
@@ -244,6 +265,6 @@ def _verdict(rows: dict, tol: float, arm: str, who: str, budget: float) -> None:
     open_rows = [r for r in rows.values() if r["decided"] is None]
     if open_rows:
         raise Invalid(
-            f"undecided within the {budget:.0f} s budget: the interval straddles the {tol:.0%} "
-            "tolerance: " + "; ".join(said(r) for r in open_rows)
+            f"undecided: the interval straddles the {tol:.0%} tolerance, "
+            f"{stopped_by(seq, 'process pairs')}: " + "; ".join(said(r) for r in open_rows)
         )

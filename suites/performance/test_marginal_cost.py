@@ -21,6 +21,7 @@ bootstrap interval, are reported for every arm.
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid
+from mlagate.harness.timing import stopped_by
 
 
 def test_marginal_cost(mla):
@@ -36,7 +37,7 @@ def test_marginal_cost(mla):
         _, lo, hi = stats.paired_change(t["L=2"], t["L=1"], level)
         return "fail" if lo > bound else "pass" if hi <= bound else None
 
-    by_t, level = {}, gates["confidence"]
+    by_t, level, seq = {}, gates["confidence"], {}
     for T in caches:
         mla.prime(key, T)
         if T == hi_t:
@@ -76,8 +77,7 @@ def test_marginal_cost(mla):
     if hi > bound:
         raise Invalid(
             f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval "
-            f"{lo:.2f}-{hi:.2f} straddles the bound {bound} after {len(by_t[hi_t]['L=1'])} "
-            "samples"
+            f"{lo:.2f}-{hi:.2f} straddles the bound {bound}, {stopped_by(seq)}"
         )
 
 

@@ -43,7 +43,7 @@ import pytest
 from mlagate import stats
 from mlagate.contract.gates import UNCALIBRATED
 from mlagate.harness import Failed, Invalid, speculative_run
-from mlagate.harness.timing import sequential, step_growth_ci
+from mlagate.harness.timing import sequential, step_growth_ci, stopped_by
 from mlagate.worker.speculation import TOP
 
 pytestmark = pytest.mark.mla_checkpoints
@@ -222,5 +222,5 @@ def _verify_growth(mla, measured: speculative_run.Measured, growth: tuple, undec
     if growth_hi > bound:
         raise Invalid(
             f"inconclusive: {where} straddles the bound {bound} after "
-            f"{len(hi_t['verify'])} runs a series"
+            f"{len(hi_t['verify'])} runs a series, {stopped_by(mla.result.metrics['sequential'])}"
         )

@@ -1,12 +1,16 @@
 """`mlagate calibrate`: budgets proposed from a runner's own measurements, with the evidence.
 
-This slice covers the performance gates' separation: from result folders of `mlagate run` made
-on one runner (the shipped arms: stock controls and fixed arms), for each gate that judges an
-interval against a bound (SEPARATION), the fixed arms' highest interval top and the stock
-arms' lowest interval bottom. Where the first lies below the second, the proposed bound is
-their geometric mean; where it does not, the measurements cannot support any bound and the
-gate is refused (named, with both ends). Writes OUT/calibration.json (mlagate.calibration/1:
-every case's interval, per gate) and OUT/budgets.yaml (a matrix snippet of the proposals).
+From result folders of `mlagate run` made on one runner: the performance gates' separation
+(the shipped arms: stock controls and fixed arms): for each gate that judges an interval
+against a bound (SEPARATION), the fixed arms' highest interval top and the stock arms' lowest
+interval bottom. Where the first lies below the second, the proposed bound is their geometric
+mean; where it does not, the measurements cannot support any bound and the gate is refused
+(named, with both ends). And the A/A floor of l1_parity (`mlagate run --aa` results): the
+widest end of any A/A case's interval, the smallest tolerance every A/A case would have passed
+at, rounded up to a whole percent, is the proposed tolerance; refused when it is wider than
+MAX_L1_TOLERANCE (a floor that wide hides regressions users feel). Writes OUT/calibration.json
+(mlagate.calibration/1: every case's interval, per gate) and OUT/budgets.yaml (a matrix snippet
+of the proposals).
 Exit 0 when every gate found got a proposal, 1 when one was refused, 2 on bad input.
 """
 
@@ -42,6 +46,54 @@ SEPARATION = (
         "marginal_cost", "max_relative", ("gate", "relative_marginal"), ("gate", "ci"), False
     ),
 )
+
+
+MAX_L1_TOLERANCE = 0.10  # the widest L = 1 tolerance proposed: the 2-core CPU runner's today
+
+
+def aa_floor(rows: list[dict]) -> dict | None:
+    """The l1_parity tolerance from the runner's A/A cases (metrics.aa): each case's cache
+    length with the widest interval end, the floor over all of them, and the proposal or why
+    none; None without A/A cases."""
+    cases = []
+    for r in rows:
+        m = r.get("metrics") or {}
+        finite = [
+            t for t in (m.get("l1") or {}).values() if all(map(math.isfinite, t.get("ci") or ()))
+        ]
+        if r["suite"] != "l1_parity" or not m.get("aa") or not finite:
+            continue
+        worst = max(finite, key=lambda t: max(map(abs, t["ci"])))
+        cases.append(
+            {
+                "case": r["case_id"],
+                "arm": r["arm"],
+                "module": r["module"],
+                "geometry": results.geometry_label(r),
+                "control": False,
+                "value": worst["change"],
+                "interval": [float(worst["ci"][0]), float(worst["ci"][1])],
+            }
+        )
+    if not cases:
+        return None
+    floor = max(max(map(abs, c["interval"])) for c in cases)
+    bound = math.ceil(round(floor * 100, 6)) / 100
+    refused = (
+        f"A/A intervals reach {floor:.1%}, wider than the widest tolerance proposed "
+        f"({MAX_L1_TOLERANCE:.0%}): this runner's floor hides regressions users feel"
+        if bound > MAX_L1_TOLERANCE
+        else None
+    )
+    return {
+        "suite": "l1_parity",
+        "gate": "tolerance",
+        "per_backend": True,
+        "bound": None if refused else bound,
+        "aa_floor": floor,
+        "refused": refused,
+        "cases": cases,
+    }
 
 
 def _dig(metrics: dict, path: tuple[str, ...]):
@@ -113,8 +165,11 @@ def calibrate(rows: list[dict], runner: str) -> dict:
                     "cases": cases,
                 }
             )
+    floor = aa_floor(mine)
+    if floor:
+        gates.append(floor)
     if not gates:
-        names = ", ".join(sorted({s.suite for s in SEPARATION}))
+        names = ", ".join(sorted({s.suite for s in SEPARATION} | {"l1_parity (--aa)"}))
         raise UsageError(f"calibrate: runner {runner} has no measured case of {names}")
     return {"schema": SCHEMA, "runner": runner, "backend": backends[0], "gates": gates}
 
@@ -129,10 +184,13 @@ def snippet(doc: dict) -> str:
             lines.append(f"      # {g['gate']}: refused: {g['refused']}")
         else:
             value = f"{{{doc['backend']}: {g['bound']}}}" if g["per_backend"] else g["bound"]
-            lines.append(
-                f"      {g['gate']}: {value}  # fixed arms up to {g['fixed_top']:.3g}, stock arms "
-                f"from {g['stock_bottom']:.3g}"
+            why = (
+                f"A/A intervals reach {g['aa_floor']:.3g} over {len(g['cases'])} cases"
+                if "aa_floor" in g
+                else f"fixed arms up to {g['fixed_top']:.3g}, stock arms from "
+                f"{g['stock_bottom']:.3g}"
             )
+            lines.append(f"      {g['gate']}: {value}  # {why}")
     return "\n".join(lines) + "\n"
 
 

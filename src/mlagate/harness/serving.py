@@ -21,9 +21,10 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
     """Prompts of the lengths gates.rows (ragged; the longest unpadded) and the steps fed after
     them: one step of each width of gates.widths (every row gets its own tokens), then, when
     gates.rejected, a step of the widest width of which the last `rejected` tokens are trimmed
-    back, and a decode; when gates.retain, a step of the widest width of which each row keeps
-    its own count, and a decode; then, when gates.leave, those rows leave the batch
-    (_leave_steps)."""
+    back, and a decode; then the per-row rejection by its routes (per_row_rejection): when
+    gates.rejected_rows_transaction, through the runtime's speculative cache transaction; then,
+    when gates.leave, those rows leave the batch (_leave_steps); then, when
+    gates.rejected_rows_extract, through the runtime's row functions, over the rows kept."""
     rng = random.Random(seed)
     rows = [scripts.tokens(rng, vocab, n) for n in g["rows"]]
     steps = [
@@ -39,14 +40,14 @@ def rows_and_steps(g, vocab: int, seed: int) -> tuple[list[list[int]], list[dict
             }
         )
         steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
-    if g.get("retain"):
-        w = max(g["widths"])
-        retain = [min(n, w) for n in g["retain"]]
-        steps.append({"tokens": [scripts.tokens(rng, vocab, w) for _ in rows], "width": w,
-                      "retain": retain})  # fmt: skip
-        steps.append({"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1})
+    everyone = list(range(len(rows)))
+    if g.get("rejected_rows_transaction"):
+        steps += per_row_rejection(g, rng, rows, vocab, "transaction", everyone)
     if g.get("leave"):
         steps += _leave_steps(g, rng, vocab, rows)
+    if g.get("rejected_rows_extract"):
+        kept = [r for r in everyone if r not in g.get("leave", ())]
+        steps += per_row_rejection(g, rng, rows, vocab, "extract", kept)
     return rows, steps
 
 
@@ -57,6 +58,28 @@ def _leave_steps(g, rng, vocab: int, rows) -> list[dict]:
     return [
         {"tokens": [scripts.tokens(rng, vocab, w) for _ in rows], "width": w, **extra}
         for w, extra in ((1, {"keep": keep}), (max(g["widths"]), {}))
+    ]
+
+
+def per_row_rejection(g, rng, rows, vocab: int, route: str, batch: list[int]) -> list[dict]:
+    """A verify step of the widest width w whose rows reject different counts of its tokens, and a
+    decode. The rows of `batch` (those in the batch then) reject gates.rejected_rows_<route>
+    cycled over them, each at most w - 1 (a verify step keeps at least its first token). The
+    step's "route" says how the rows drop them (mlagate.worker.rowrejection): "transaction",
+    the runtime's speculative cache transaction committed with each row's count; "extract", the
+    runtime's row functions (each row's caches extracted, trimmed and merged back)."""
+    w, counts = max(g["widths"]), g[f"rejected_rows_{route}"]
+    trim = [0] * len(rows)
+    for i, r in enumerate(batch):
+        trim[r] = min(counts[i % len(counts)], w - 1)
+    return [
+        {
+            "tokens": [scripts.tokens(rng, vocab, w) for _ in rows],
+            "width": w,
+            "trim": trim,
+            "route": route,
+        },
+        {"tokens": [scripts.tokens(rng, vocab, 1) for _ in rows], "width": 1},
     ]
 
 

@@ -159,6 +159,26 @@ def sequential(
     }
 
 
+def stopped_by(record: dict, unit: str = "samples") -> str:
+    """Which limit ended an undecided sequential measurement, in words, from its record
+    (metrics.sequential): the budget, or the last look (`max_samples`, or `max_pairs` counted
+    in process pairs)."""
+    n = record["process_pairs"] if unit == "process pairs" else record["samples"]
+    used, budget = record["used_s"], record["budget_s"]
+    if record["stopped"] == "budget":
+        return (
+            f"stopped by the {budget:.0f} s budget after {n} {unit} and {used:.0f} s (one more "
+            "look would overrun it)"
+        )
+    if record["stopped"] in ("max_samples", "max_pairs"):
+        gate = "max_pairs" if unit == "process pairs" else "max_samples"
+        return (
+            f"stopped at its {unit} limit ({gate} = {n}, the last look) after {used:.0f} s of "
+            f"the {budget:.0f} s budget"
+        )
+    return f"stopped {record['stopped']} after {n} {unit} and {used:.0f} s"
+
+
 class _Run:
     """One interleaved measurement of some series: calibrated once, sampled in one or more
     takes (ABBA continues across takes), recorded once.

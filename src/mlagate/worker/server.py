@@ -19,7 +19,9 @@ from mlagate.worker import activation, device, machine, probes, rollback, tracin
 from mlagate.worker.building import BuildOps
 from mlagate.worker.numerics import NumericsOps
 from mlagate.worker.reuse import ReuseOps
+from mlagate.worker.rowrejection import RowRejectionOps
 from mlagate.worker.serving import ServingOps
+from mlagate.worker.servingpairs import ServingPairsOps
 from mlagate.worker.speculation import SpeculationOps
 from mlagate.worker.stepping import StepOps
 
@@ -31,14 +33,23 @@ PIN_ENV = "MLAGATE_WORKER_CPU"
 OP_LOG_ENV = "MLAGATE_OP_LOG"
 
 
-class Worker(BuildOps, StepOps, NumericsOps, SpeculationOps, ServingOps, ReuseOps):
+class Worker(
+    BuildOps,
+    StepOps,
+    NumericsOps,
+    SpeculationOps,
+    ServingOps,
+    ServingPairsOps,
+    RowRejectionOps,
+    ReuseOps,
+):
     """One arm's worker: its state (MLX, the built models) and its ops, `op_<name>` methods.
 
     The ops live in mixins by concern: building models and moving weights
     (mlagate.worker.building), priming, stepping and timed samples (mlagate.worker.stepping),
     the float64 reference and ULP errors (mlagate.worker.numerics), speculative decoding
-    (mlagate.worker.speculation), serving configurations (mlagate.worker.serving, reuse); token
-    scripts run in mlagate.worker.rollback.
+    (mlagate.worker.speculation), serving configurations (mlagate.worker.serving, servingpairs,
+    rowrejection, reuse); token scripts run in mlagate.worker.rollback.
     """
 
     def __init__(self, arm_dir: str, package: str):

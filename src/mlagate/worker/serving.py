@@ -31,6 +31,7 @@ import sys
 
 from mlagate.worker.importers import REAL_INITS, AbsentImporter, run_init
 from mlagate.worker.rollback import leaves
+from mlagate.worker.rowrejection import refusing
 from mlagate.worker.stepping import root_of
 from mlagate.worker.ulps import BITS, ulp
 
@@ -65,7 +66,7 @@ class Side:
         self.classes: set[str] = set()
         self.error: dict | None = None
         self.untrimmable: list[str] = []  # caches the runtime cannot trim: rejection not run
-        self.per_row: str | None = None  # why a per-row rejection was not run, where it was not
+        self.per_row: dict[str, str] = {}  # route: why a per-row rejection was not expressible
 
 
 class ServingOps:
@@ -119,11 +120,11 @@ class ServingOps:
     def op_serve(self, req: dict) -> dict:
         """Rows (token lists, ragged) prefilled, then `steps` of new tokens per row (a step:
         {"tokens": [[row 0], [row 1], ...], "trim": k}: k tokens dropped after it through the
-        runtime's trim; "keep": [rows]: the others leave the batch before it; "retain": [per
-        row]: each row keeps that many of its tokens, _begin_rows), run `batched` or each row
-        alone, with `quant` ({bits, group_size}) or not; compared per row and step with
-        `reference` (the same tokens, each row alone, unquantized unless reference_quant). Both
-        sides run under `force`."""
+        runtime's trim; a list of counts per row with a "route": a per-row rejection,
+        mlagate.worker.rowrejection; "keep": [rows]: the others leave the batch before it), run
+        `batched` or each row alone, with `quant` ({bits, group_size}) or not, on rotating
+        caches with `max_kv_size`; compared per row and step with `reference` (the same tokens,
+        each row alone, plain unless reference_quant). Both sides run under `force`."""
         entry = self.models[req["key"]]
         if req.get("force") is not None and entry["forcing"] is None:
             raise RuntimeError("forcing asked of a model built without forced guards")
@@ -134,12 +135,12 @@ class ServingOps:
         return self._compare(tested, self._reference(entry, req, tested), req)
 
     def _reference(self, entry: dict, req: dict, tested: Side) -> Side:
-        """The plain run of the rows (row after row, each step after step). After a tested side
-        that raised, only up to the last (row, step) it holds: what lies past it has nothing to
-        be compared with (nothing where it holds none). A whole run is kept with the model for
-        the next configuration of the same rows, steps and force (the same run: the serving
-        suites never load other weights into a built model)."""
-        quant = req.get("reference_quant")
+        """The plain run of the rows (row after row, each step after step; never rotating). After
+        a tested side that raised, only up to the last (row, step) it holds: what lies past it
+        has nothing to be compared with (nothing where it holds none). A whole run is kept with
+        the model for the next configuration of the same rows, steps and force (the same run:
+        the serving suites never load other weights into a built model)."""
+        quant, req = req.get("reference_quant"), {**req, "max_kv_size": None}
         if tested.error is not None:
             if not tested.logits:
                 return Side()
@@ -194,7 +195,7 @@ class ServingOps:
     def _run_single(self, entry: dict, req: dict, row: int, quant, side: Side, last=None) -> None:
         """One row alone: its prefill (step 0) and its steps, up to step `last` when given."""
         mx, force = self.mx, req.get("force")
-        cache = self._cache_module(entry).make_prompt_cache(entry["model"])
+        cache = self._prompt_cache(entry, req)
         quantize = self._quantizer(entry) if quant else None
         prompt = mx.array([req["rows"][row]], dtype=mx.int32)
         side.logits[(row, 0)] = self._call(entry, prompt, cache, force, side, [(row, 0)])[0]
@@ -204,13 +205,13 @@ class ServingOps:
             if row not in step.get("keep", [row]):
                 break
             tokens = mx.array([step["tokens"][row]], dtype=mx.int32)
-            txn = self._begin_rows(entry, cache, step, side)
+            txn = self.open_rejection(entry, cache, step, side)
             side.logits[(row, s)] = self._call(entry, tokens, cache, force, side, [(row, s)])[0]
-            if txn is not None:
-                txn.commit([step["retain"][row]])
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
-            if step.get("trim"):
+            if "route" in step:
+                self.reject_rows(entry, cache, step, [row], txn, side, batched=False)
+            elif step.get("trim"):
                 self._trim(entry, cache, step["trim"], side)
 
     def _run_batched(self, entry: dict, req: dict, quant, side: Side) -> None:
@@ -220,6 +221,7 @@ class ServingOps:
         width = max(lengths)
         pads = [width - n for n in lengths]
         if self._route(entry) == "vlm":
+            self._batched_rotating(req)
             cache = self._serving_runtime(entry, "generate.ar")._make_cache(
                 entry["model"],
                 pads,
@@ -237,8 +239,8 @@ class ServingOps:
                 side.logits[(r, 0)] = out[r, p:]
             quantize = None
         else:
-            gen, cm = self._serving_runtime(entry, "generate"), self._cache_module(entry)
-            cache = gen._merge_caches([cm.make_prompt_cache(entry["model"]) for _ in rows])
+            gen = self._serving_runtime(entry, "generate")
+            cache = gen._merge_caches([self._prompt_cache(entry, req) for _ in rows])
             tokens = mx.array([r + [0] * p for p, r in zip(pads, rows, strict=True)], mx.int32)
             if max(pads):
                 for c in cache:
@@ -257,35 +259,18 @@ class ServingOps:
             if "keep" in step:
                 alive = self._leave(entry, cache, alive, step["keep"])
             tokens = mx.array([step["tokens"][r] for r in alive], dtype=mx.int32)
-            txn = self._begin_rows(entry, cache, step, side)
+            txn = self.open_rejection(entry, cache, step, side)
             out = self._call(entry, tokens, cache, force, side, [(r, s) for r in alive])
-            if txn is not None:
-                txn.commit([step["retain"][r] for r in alive])
             for i, r in enumerate(alive):
                 side.logits[(r, s)] = out[i]
             if quantize:
                 quantize(cache, 0, quant["group_size"], quant["bits"])
-            if step.get("trim"):
+            if "route" in step:
+                cache = self.reject_rows(entry, cache, step, alive, txn, side, batched=True)
+                if cache is None:
+                    break
+            elif step.get("trim"):
                 self._trim(entry, cache, step["trim"], side)
-
-    def _begin_rows(self, entry: dict, cache, step: dict, side: Side):
-        """A step with "retain" (per row, how many of its tokens are kept): the runtime's
-        speculative cache transaction (mlx-vlm `speculative.cache_state`), committed with each
-        row's count after the step, as its batched speculative decoding commits. None where
-        the runtime has none, or where a cache has no trim at all (a linear-attention state,
-        which the transaction rolls back only from records the model's layers keep): the tokens
-        stay on both sides and the reply says so."""
-        if "retain" not in step:
-            return None
-        cs = self._serving_runtime(entry, "speculative.cache_state")
-        if cs is None or not hasattr(cs, "start_speculative_cache"):
-            side.per_row = "the runtime has no speculative cache transaction"
-            return None
-        stateful = sorted({type(c).__name__ for c in leaves(cache) if not hasattr(c, "trim")})
-        if stateful:
-            side.per_row = f"{', '.join(stateful)} has no trim (a state, not a token cache)"
-            return None
-        return cs.start_speculative_cache(cache, len(step["tokens"][0]))
 
     def _leave(self, entry: dict, cache, alive: list, keep: list) -> list:
         """Rows not in `keep` leave the batch (their requests finished) through each layer
@@ -303,22 +288,11 @@ class ServingOps:
         """Drop the last n tokens through the runtime's trim_prompt_cache, else each cache's
         trim; a cache without trim (or that says it cannot be trimmed) leaves the tokens in
         place and is recorded: the rejection is not expressible there."""
-        refused = sorted(
-            {
-                type(c).__name__
-                for c in leaves(cache)
-                if not hasattr(c, "trim") or (hasattr(c, "is_trimmable") and not c.is_trimmable())
-            }
-        )
+        refused = refusing(cache, ("trim",), trimmable=True)
         if refused:
             side.untrimmable = refused
             return
-        cm = self._cache_module(entry)
-        if hasattr(cm, "trim_prompt_cache"):
-            cm.trim_prompt_cache(cache, n)
-        else:
-            for c in cache:
-                c.trim(n)
+        self.drop(entry, cache, n)
 
     def _compare(self, tested: Side, ref: Side, req: dict) -> dict:
         mx, bits = self.mx, BITS[req.get("dtype", "float32")]
@@ -347,7 +321,11 @@ class ServingOps:
             "classes": {"tested": sorted(tested.classes), "reference": sorted(ref.classes)},
             "route": self._route_or_none(req),
             "untrimmable": sorted(set(tested.untrimmable) | set(ref.untrimmable)),
-            "per_row_rejection": tested.per_row or ref.per_row,
+            "per_row_rejection": "; ".join(
+                f"the {route} route: {why}"
+                for route, why in sorted({**ref.per_row, **tested.per_row}.items())
+            )
+            or None,
         }
 
     def _route_or_none(self, req: dict) -> str | None:

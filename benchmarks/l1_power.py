@@ -1,0 +1,318 @@
+"""Power of the L = 1 parity gate: l1_parity against planted L = 1 slowdowns of known size.
+
+    python benchmarks/l1_power.py [--runs 5] [--sizes 0,2,5,10] [--geometry deepseek-v3]
+        [--mode busy|sleep|work] [--steps JSON] [--gate KEY=VALUE]... [--name cpu]
+        [--out-dir docs/reference/cpu] [-- RUN_ARGS...]
+
+RUN_ARGS go to every `mlagate run` (a loaded machine: `-- --allow-unfit`; the H200:
+`-- --backend cuda --profile full --runner linux-cuda-h200`). `--gate max_pairs=24` or
+`--gate tolerance.cpu=0.05` sets a gate of suites.l1_parity in the benchmark's matrix only.
+
+The planted arms are temporary: the benchmark writes a matrix of its own (the repository's, in
+a temporary folder beside links to everything else) with one arm per size, `l1plant-<size>`:
+the patched mlx-lm 0.32.2 arm (`pypi` + the shipped patch, baseline the stock arm) with an
+activation (`activate`, docs/matrix.md) that wraps `DeepseekV3Attention.__call__` and, for a
+call with one query, busy-waits `size` percent of the L = 1 step measured at that cache length
+(the nearest measured one) before calling the runtime's own method (`--mode sleep` sleeps that
+long instead, `--mode work` evaluates that long's worth of 64x64 matmuls, timed when the worker
+starts). The arms differ only in their activation's environment, so they share one install;
+nothing shipped is changed. `--steps '{"256": 0.005, ...}'` gives the steps instead of sizing.
+
+Sizing: the first run of size 0 (the activation installed, no wait) measures the stock
+baseline's L = 1 step per cache length (the median of its pairs' `baseline_s`); the planted
+sizes wait that share of it. Runs interleave the sizes (0, 2, 5, 10, then again), so a change
+of the machine's load reaches every size alike. Each case is one JSON line (the size, the
+verdict, why, the measured change and interval per cache length, the case's time, the load
+average when its run started) in OUT-DIR/l1-power-NAME.jsonl; the table per size (cases
+decided pass / fail / invalid, median measured change, median and longest case time) goes to
+OUT-DIR/l1-power-NAME.json and .md, with the machine and the gates used.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = "mlx-lm/deepseek_v3"
+PATCHED = "mlx-lm-0.32.2-patched"
+
+PLANT = '''"""A planted L = 1 slowdown (benchmarks/l1_power.py): a busy-wait in every attention call
+with one query, L1PLANT_FRACTION of the step measured at the nearest cache length."""
+
+import json
+import os
+import time
+
+import mlx.core as mx
+from mlx_lm.models import deepseek_v3
+
+
+def install():
+    fraction = float(os.environ.get("L1PLANT_FRACTION", "0"))
+    steps = {int(t): s for t, s in json.loads(os.environ.get("L1PLANT_STEPS", "{}")).items()}
+    cls = deepseek_v3.DeepseekV3Attention
+    runtime_call = cls.__call__
+    a = mx.random.normal((64, 64))
+    mx.eval(a @ a)
+    started = time.perf_counter()
+    for _ in range(2000):
+        mx.eval(a @ a)
+    unit_s = (time.perf_counter() - started) / 2000
+
+    def planted(self, x, mask=None, cache=None):
+        if fraction and steps and x.shape[1] == 1 and cache is not None:
+            nearest = min(steps, key=lambda t: abs(t - cache.offset))
+            wait = fraction * steps[nearest]
+            if os.environ.get("L1PLANT_MODE") == "sleep":
+                time.sleep(wait)
+            elif os.environ.get("L1PLANT_MODE") == "work":
+                for _ in range(round(wait / unit_s)):
+                    mx.eval(a @ a)
+            else:
+                until = time.perf_counter() + wait
+                while time.perf_counter() < until:
+                    pass
+            if os.environ.get("L1PLANT_LOG"):
+                with open(os.environ["L1PLANT_LOG"], "a") as fh:
+                    fh.write(f"{cache.offset} {fraction * steps[nearest]:.6f}\\n")
+        return runtime_call(self, x, mask, cache)
+
+    cls.__call__ = planted
+'''
+
+
+def main() -> None:
+    args = _arguments()
+    sizes = [float(s) for s in args.sizes.split(",")]
+    folder = Path(tempfile.mkdtemp(prefix="mlagate-l1power-"))
+    _stage(folder)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines_path = out_dir / f"l1-power-{args.name}.jsonl"
+    steps: dict[int, float] = {int(t): s for t, s in json.loads(args.steps or "{}").items()}
+    lines = []
+    for i in range(args.runs):
+        for size in sizes:
+            if size and not steps:
+                continue  # sized from the first size-0 run
+            matrix = _matrix(folder, sizes, steps, args)
+            for line in _gate_run(i, size, matrix, args):
+                lines.append(line)
+                with open(lines_path, "a") as fh:
+                    fh.write(json.dumps(line) + "\n")
+                print(json.dumps({k: line[k] for k in ("run", "size", "verdict", "case_s")}))
+                if size == 0 and not steps:
+                    steps = line["baseline_step_s"]
+    table = summary(lines, sizes)
+    doc = {"machine": _machine(), "gates": _gates(folder, args), "steps_s": steps, "table": table}
+    (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out_dir / f"l1-power-{args.name}.md").write_text(markdown(doc))
+    print(markdown(doc))
+
+
+def summary(lines: list[dict], sizes: list[float]) -> list[dict]:
+    """Per planted size: decided pass / fail / invalid counts, median measured change (the
+    worst cache length of each case), case times."""
+    rows = []
+    for size in sizes:
+        cases = [c for c in lines if c["size"] == size]
+        if not cases:
+            continue
+        worst = [max((t["change"] for t in c["l1"]), key=abs) for c in cases if c["l1"]]
+        rows.append(
+            {
+                "size_pct": size,
+                "cases": len(cases),
+                "pass": sum(c["verdict"] == "pass" for c in cases),
+                "fail": sum(c["verdict"] == "fail" for c in cases),
+                "invalid": sum(c["verdict"] not in ("pass", "fail") for c in cases),
+                "median_change": round(statistics.median(worst), 4) if worst else None,
+                "median_case_s": round(statistics.median(c["case_s"] for c in cases), 1),
+                "longest_case_s": round(max(c["case_s"] for c in cases), 1),
+                "median_pairs": statistics.median(c["pairs"] for c in cases),
+                "load_1min": [min(c["load"] for c in cases), max(c["load"] for c in cases)],
+            }
+        )
+    return rows
+
+
+def markdown(doc: dict) -> str:
+    m, g = doc["machine"], doc["gates"]
+    head = (
+        f"l1_parity power on {m['machine']} ({m['cpus']} CPUs, {m['system']}, MLX {m['mlx']}), "
+        f"{m['date']}; tolerance {g['tolerance']}, max_pairs {g['max_pairs']}, "
+        f"samples {g['samples']}, budget {g['budget_s']}; planted on the patched mlx-lm arm "
+        f"against the stock one, {g['geometry']} geometry, a {g['mode']} wait; "
+        f"`mlagate run {' '.join(g['run_args'])}`.\n\n"
+    )
+    rows = [
+        "| planted L = 1 slowdown | cases | pass | fail | invalid | median change (worst cache "
+        "length) | process pairs (median) | case time: median (longest) | load average |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["table"]:
+        rows.append(
+            f"| +{r['size_pct']:g} % | {r['cases']} | {r['pass']} | {r['fail']} | "
+            f"{r['invalid']} | {r['median_change']:+.1%} | {r['median_pairs']:g} | "
+            f"{r['median_case_s']:.0f} s ({r['longest_case_s']:.0f} s) | "
+            f"{r['load_1min'][0]:.1f} to {r['load_1min'][1]:.1f} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def _stage(folder: Path) -> None:
+    """The benchmark's folder: links to the repository's entries (patches, suites...) and the
+    plant package; its own matrix is written per run."""
+    for entry in ROOT.iterdir():
+        if entry.name not in ("matrix.yaml", ".git", ".venv"):
+            (folder / entry.name).symlink_to(entry)
+    (folder / "l1plant").mkdir()
+    (folder / "l1plant" / "__init__.py").write_text(PLANT)
+
+
+def _arm_id(size: float) -> str:
+    return f"l1plant-{size:g}".replace(".", "p")
+
+
+def _matrix(folder: Path, sizes: list[float], steps: dict, args) -> Path:
+    m = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    patched = m["arms"][PATCHED]
+    for size in sizes:
+        m["arms"][_arm_id(size)] = {
+            "runtime": patched["runtime"],
+            "pypi": patched["pypi"],
+            "patches": patched["patches"],
+            "role": "patched",
+            "baseline": patched["baseline"],
+            "activate": {
+                "module": "l1plant",
+                "function": "install",
+                "install": ["l1plant"],
+                "env": {
+                    "L1PLANT_FRACTION": str(size / 100),
+                    "L1PLANT_STEPS": json.dumps({str(t): s for t, s in steps.items()}),
+                    "L1PLANT_LOG": os.environ.get("L1PLANT_LOG"),
+                    "L1PLANT_MODE": args.mode,
+                },
+            },
+        }
+    m["modules"][MODULE]["geometries"] = [args.geometry]
+    gates = m["suites"]["l1_parity"]["gates"]
+    for setting in args.gate:
+        key, value = setting.split("=", 1)
+        *path, last = key.split(".")
+        node = gates
+        for k in path:
+            node = node[k]
+        node[last] = yaml.safe_load(value)
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.dump(m, Dumper=_NoAliases, sort_keys=False))
+    return path
+
+
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data) -> bool:
+        return True  # the matrix reader refuses YAML aliases
+
+
+def _gates(folder: Path, args) -> dict:
+    g = yaml.safe_load((folder / "matrix.yaml").read_text())["suites"]["l1_parity"]["gates"]
+    return {
+        **{k: g[k] for k in ("tolerance", "samples", "max_pairs", "budget_s")},
+        "geometry": args.geometry,
+        "mode": args.mode,
+        "run_args": args.run_args,
+    }
+
+
+def _gate_run(i: int, size: float, matrix: Path, args) -> list[dict]:
+    out = tempfile.mkdtemp(prefix=f"mlagate-l1power-{i}-{size:g}-")
+    load = os.getloadavg()[0]
+    cmd = [sys.executable, "-m", "mlagate", "run", "--matrix", str(matrix), "--suite",
+           "l1_parity", "--module", MODULE, "--arm", _arm_id(size), "--out", out]  # fmt: skip
+    done = subprocess.run([*cmd, *args.run_args], capture_output=True, text=True, cwd=ROOT)
+    Path(out, "mlagate-run.log").write_text(done.stdout + done.stderr)
+    lines = []
+    for path in sorted(Path(out, "results").glob("*.json")):
+        r = json.loads(path.read_text())
+        if r["evidence"] != "argued":
+            lines.append(_case_line(i, size, load, r))
+    if not lines:
+        print(f"run {i} size {size:g}: exit {done.returncode}, no result: {done.stderr[-600:]}")
+    return lines
+
+
+def _case_line(i: int, size: float, load: float, r: dict) -> dict:
+    m = r["metrics"]
+    pairs = m.get("pairs", [])
+    ts = sorted({p["T"] for p in pairs})
+    return {
+        "run": i,
+        "size": size,
+        "load": round(load, 2),
+        "geometry": r["geometry"]["id"],
+        "verdict": r["verdict"],
+        "reason": (r["reason"] or "")[:400],
+        "case_s": round(r["duration_s"], 1),
+        "pairs": (m.get("sequential") or {}).get("process_pairs", 0),
+        "sequential": m.get("sequential"),
+        "baseline_step_s": {
+            T: statistics.median(p["baseline_s"] for p in pairs if p["T"] == T) for T in ts
+        },
+        "l1": [
+            {
+                "T": int(T),
+                "change": t["change"],
+                "ci": t["ci"],
+                "pairs": t["pairs"],
+                "decided": t["decided"],
+            }
+            for T, t in (m.get("l1") or {}).items()
+        ],  # fmt: skip
+    }
+
+
+def _machine() -> dict:
+    import mlx.core as mx
+
+    info = Path("/proc/cpuinfo")
+    names = [ln.split(":", 1)[1].strip() for ln in info.read_text().splitlines()
+             if ln.startswith("model name")] if info.exists() else []  # fmt: skip
+    model = names[0] if names else platform.processor()
+    return {
+        "machine": model,
+        "cpus": os.cpu_count(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "mlx": mx.__version__,
+        "device": str(mx.default_device()),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5, help="cases per planted size")
+    ap.add_argument("--sizes", default="0,2,5,10", help="planted slowdowns, percent of the step")
+    ap.add_argument("--geometry", default="deepseek-v3")
+    ap.add_argument("--gate", action="append", default=[], help="KEY=VALUE of l1_parity's gates")
+    ap.add_argument(
+        "--steps", default=None, help='JSON {"T": seconds}: the L = 1 steps (skips sizing)'
+    )
+    ap.add_argument("--mode", default="busy", choices=("busy", "sleep", "work"), help="how to wait")
+    ap.add_argument("--name", default="cpu", help="the output files' suffix")
+    ap.add_argument("--out-dir", default=str(ROOT / "docs/reference/cpu"))
+    ap.add_argument("run_args", nargs="*", help="more arguments for mlagate run, after --")
+    return ap.parse_args()
+
+
+if __name__ == "__main__":
+    main()

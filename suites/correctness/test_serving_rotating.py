@@ -1,0 +1,73 @@
+"""serving_rotating: a rotating KV cache made by the runtime's own make_prompt_cache(model,
+max_kv_size=gates.max_kv_size) (what `--max-kv-size` serves) serves the tokens of the plain cache
+while they fit, and stays causal once it rotates.
+
+The rows and steps of serving_quantized's kind (gates.rows, gates.widths, accepted whole), each
+row alone (single) or merged by the runtime's `_merge_caches` into its batched rotating cache
+(batched; mlx-vlm's batches take no max_kv_size). Checks:
+- offered: the caches the runtime gives hold a rotating class; a module whose own make_cache
+  ignores max_kv_size, or a runtime whose batches cannot rotate, is not_servable (a finding);
+- while a row fits (its tokens, the batch's padded tokens in batched mode, at most
+  max_kv_size): each row and step equals the same tokens run alone on the plain cache (within
+  gates.same_path_ulps) on the same path (the counters);
+- once it rotates: the causal check of mlagate.harness.servingcausal on the rotating cache (the
+  widest step with one token changed moves nothing before it; the widest step equals the same
+  tokens decoded one at a time), the plain cache no longer being a reference (it keeps what the
+  rotating cache drops).
+On the natural path and both forced paths; the first configuration in which the runtime raises
+ends the case.
+"""
+
+from mlagate.harness import check, servingcausal
+from mlagate.harness import serving as sv
+from mlagate.harness.scripts import budget
+
+
+def _fits(reply: dict, rows, steps, size: int, batched: bool) -> dict:
+    """The reply's rows and steps after which the row (the batch: its longest row) holds at most
+    `size` tokens."""
+    kept = []
+    for r in reply["rows"]:
+        row = max(range(len(rows)), key=lambda i: len(rows[i])) if batched else r["row"]
+        if len(rows[row]) + sum(s["width"] for s in steps[: r["step"]]) <= size:
+            kept.append(r)
+    return {**reply, "rows": kept}
+
+
+def test_serving_rotating(mla):
+    g = mla.gates
+    key, info = mla.build(forced=True)
+    rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
+    size, same = g["max_kv_size"], budget(g["same_path_ulps"], mla.case.backend)
+    problems, table, causal = [], {}, {}
+    for mode in g["modes"]:
+        batched = mode == "batched"
+        for force in sv.forces(info):
+            label = f"W={size}/{mode}/path={force or 'natural'}"
+            reply = sv.serve(mla, key, rows, steps, force, batched=batched, max_kv_size=size)
+            if "not_servable" in reply:
+                problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
+                break
+            fit = _fits(reply, rows, steps, size, batched)
+            found, table[label] = sv.judge(fit, label, same, 0.0, "rotating_mismatch", steps)
+            problems += found
+            wrong = [r for r in fit["rows"] if r["tested_path"] != r["reference_path"]]
+            if wrong:
+                w = wrong[0]
+                problems.append(
+                    (
+                        "wrong_path",
+                        f"{label}: row {w['row']} step {w['step']} took {w['tested_path']} "
+                        f"rotating, {w['reference_path']} plain ({len(wrong)} such)",
+                    )
+                )
+            sv.check_forced(reply, force, label, problems)
+            if reply["errors"]["tested"]:
+                mla.metric("cases", table)
+                check(problems)  # the runtime raised: the first finding is the verdict
+            problems += servingcausal.check(
+                mla, key, rows, steps, force, label, causal, batched=batched, max_kv_size=size
+            )
+    mla.metric("cases", table)
+    mla.metric("causal", causal)
+    check(problems)
