@@ -5,7 +5,9 @@ MLAGATE_RUN_ID set. Each process that loads mlagate's plugin (pytest and its xdi
 watches its parent (watch_parent): once the parent is gone, even by kill -9, it kills its
 process group, so nothing of a dead run goes on writing results. On Linux the pytest child
 also asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG), which its watcher
-turns into the same group kill. A run reads back only results that carry its run id.
+turns into the same group kill, and each arm worker (a session of its own) is killed by the
+kernel when the process that started it dies (die_with_parent). A run reads back only results
+that carry its run id.
 """
 
 from __future__ import annotations
@@ -28,12 +30,18 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
-def _pdeathsig() -> None:
+def _pdeathsig(sig: int = signal.SIGTERM) -> None:
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except (OSError, AttributeError):
             pass
+
+
+def die_with_parent() -> None:
+    """preexec_fn of an arm worker (a session of its own): on Linux the kernel kills it when the
+    process that started it dies, even inside a runtime call that never reads its pipe again."""
+    _pdeathsig(signal.SIGKILL)
 
 
 def popen(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:

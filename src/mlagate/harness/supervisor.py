@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlagate import lifeline
 from mlagate.arm.arms import ArmInstall
 from mlagate.worker import blas
 from mlagate.worker.activation import worker_env
@@ -82,6 +83,7 @@ def worker_path() -> list[str]:
 
 OP_WORDS = {"hello": "the worker's start (its activation and imports)"}  # as errors name ops
 
+
 class WorkerError(RuntimeError):
     """The worker crashed, hung or the harness failed in it: the case becomes invalid."""
 
@@ -132,6 +134,7 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             pass_fds=(child_rx, child_tx),
             start_new_session=True,
+            preexec_fn=lifeline.die_with_parent,
             env=worker_env(blas.worker_env({**os.environ, **(env or {})}), install.arm.activate),
         )
         os.close(child_rx)
