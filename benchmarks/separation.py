@@ -13,7 +13,10 @@ releases), fixed (the patched arm, mlx-vlm 0.7.x) and planted (a slowdown plante
 benchmarks/l1_power.py's l1plant-* arms, the fake runtime's fake-slow). Per suite and group:
 the cases, their verdicts, the lowest interval bottom and the highest interval top; the margin
 is the gap between the fixed arms' highest top and the other groups' lowest bottom (positive:
-separated; `crossover` forces the same two paths in both arms, so it separates no arm).
+separated; `crossover` forces the same two paths in both arms, so it separates no arm), taken
+only between arms of one runtime: the fake runtime's arms (fake-*) are measured against each
+other and the real runtimes' against each other, never across (a margin between a real fixed arm
+and the fake runtime's plant says nothing about either); a runtime without both sides gets none.
 Prints the markdown table; --json and --markdown write it too, appended as one block a machine.
 """
 
@@ -34,6 +37,25 @@ def group(arm: str) -> str:
     if arm in FIXED:
         return "fixed"
     return "planted" if "slow" in arm or "plant" in arm else "other"
+
+
+def runtime(arm: str) -> str:
+    return "fake runtime" if arm.startswith("fake-") else "real runtimes"
+
+
+def margins(suite: dict) -> dict:
+    """Per runtime with fixed and stock or planted cases: the others' lowest bottom minus the
+    fixed arms' highest top."""
+    out = {}
+    for rt in sorted({runtime(c["arm"]) for g in suite.values() for c in g["cases"]}):
+        fixed = [c for c in suite.get("fixed", {"cases": []})["cases"] if runtime(c["arm"]) == rt]
+        others = [
+            c for k in ("stock", "planted") for c in suite.get(k, {"cases": []})["cases"]
+            if runtime(c["arm"]) == rt
+        ]  # fmt: skip
+        if fixed and others:
+            out[rt] = min(c["interval"][0] for c in others) - max(c["interval"][1] for c in fixed)
+    return out
 
 
 def statistic(r: dict):
@@ -75,10 +97,13 @@ def table(rows: list[dict]) -> dict:
                 for v in sorted({c["verdict"] for c in g["cases"]})
             }
     for name, suite in out.items():
-        fixed = suite.get("fixed")
-        others = [suite[k] for k in ("stock", "planted") if k in suite]
-        if fixed and others and name != "crossover":  # crossover: both arms force one path
-            suite["margin"] = min(g["lowest_bottom"] for g in others) - fixed["highest_top"]
+        if name == "crossover":  # both arms force one path
+            continue
+        per_runtime = margins(suite)
+        if len({runtime(c["arm"]) for g in suite.values() for c in g["cases"]}) == 1:
+            suite.update(("margin", v) for v in per_runtime.values())
+        elif per_runtime:
+            suite["margins"] = per_runtime  # cases of several runtimes: a margin within each
     return out
 
 
@@ -97,7 +122,12 @@ def markdown(machine: str, t: dict) -> str:
         return f"{said}; {g['lowest_bottom']:.3g} to {g['highest_top']:.3g}"
 
     for suite, s in sorted(t.items()):
-        margin = f"{s['margin']:+.3g}" if "margin" in s else "-"
+        margin = (
+            f"{s['margin']:+.3g}"
+            if "margin" in s
+            else "; ".join(f"within the {rt}: {v:+.3g}" for rt, v in s.get("margins", {}).items())
+            or "-"
+        )
         lines.append(
             f"| {suite} | {cell(s.get('fixed'))} | {cell(s.get('stock'))} | "
             f"{cell(s.get('planted'))} | {margin} |"

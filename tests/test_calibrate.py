@@ -119,7 +119,12 @@ def test_a_calibrated_gate_may_be_uncalibrated_and_no_other_may():
         matrix.parse(bad, ROOT / "matrix.yaml")
 
 
-def _aa_row(cis: list, runner="linux-cpu"):
+UNCALIBRATED_RUN = {"stopped": "max_pairs", "process_pairs": 12, "max_pairs": 12, "tolerance": None}
+
+
+def _aa_row(cis: list, runner="linux-cpu", seq=None, pairs=12):
+    """An A/A l1_parity result; by default run uncalibrated to its last look (12 pairs)."""
+    seq = UNCALIBRATED_RUN if seq is None else seq
     return {
         "case_id": "l1_parity::patched::aa",
         "suite": "l1_parity",
@@ -131,7 +136,11 @@ def _aa_row(cis: list, runner="linux-cpu"):
         "backend": "cpu",
         "metrics": {
             "aa": True,
-            "l1": {str(256 * 4**i): {"change": sum(ci) / 2, "ci": ci} for i, ci in enumerate(cis)},
+            "l1": {
+                str(256 * 4**i): {"T": 256 * 4**i, "change": sum(ci) / 2, "ci": ci, "pairs": pairs}
+                for i, ci in enumerate(cis)
+            },
+            "sequential": seq,
         },
     }
 
@@ -150,9 +159,39 @@ def test_the_l1_tolerance_is_proposed_from_the_aa_floor():
     assert gate["gate"] == "tolerance" and gate["refused"] is None
     assert gate["aa_floor"] == pytest.approx(0.052) and gate["bound"] == pytest.approx(0.06)
     assert len(gate["cases"]) == 2  # the arm-vs-baseline case is no A/A floor
-    assert "tolerance: {cpu: 0.06}  # A/A intervals reach 0.052 over 2 cases" in calibrate.snippet(
-        doc
+    assert (
+        "tolerance: {cpu: 0.06}  # A/A intervals reach 0.052 over 2 cases measured to their"
+        " last look" in calibrate.snippet(doc)
     )
+
+
+def test_aa_runs_that_stopped_when_they_fitted_their_tolerance_are_refused():
+    # each cache length decided at the first look: its interval fitted the 10 % it ran with
+    early = {"stopped": "decided", "process_pairs": 4, "max_pairs": 12, "tolerance": 0.1}
+    rows = [_aa_row([[-0.09, 0.08], [-0.05, 0.095]], seq=early, pairs=4)] * 2
+    (gate,) = calibrate.calibrate(rows, "linux-cpu")["gates"]
+    assert gate["bound"] is None and "aa_floor" not in gate
+    assert gate["refused"].startswith(
+        "A/A runs stopped when they fitted the tolerance they ran with (10%): run them uncalibrated"
+    )
+    assert not any(c["counted"] for c in gate["cases"])
+    assert "# tolerance: refused: A/A runs stopped" in calibrate.snippet(
+        calibrate.calibrate(rows, "linux-cpu")
+    )
+    # the same intervals measured to the last look (decided there, or an older record that
+    # stopped at the pair limit and has no max_pairs) are a floor
+    last = {"stopped": "decided", "process_pairs": 12, "max_pairs": 12, "tolerance": 0.1}
+    older = {"stopped": "max_pairs", "process_pairs": 12}
+    for seq in (last, older):
+        (gate,) = calibrate.calibrate(
+            [_aa_row([[-0.09, 0.08], [-0.05, 0.095]], seq=seq)], "linux-cpu"
+        )["gates"]
+        assert gate["bound"] == pytest.approx(0.1) and gate["aa_floor"] == pytest.approx(0.095)
+    # a case with one cache length decided early counts only its others
+    mixed = _aa_row([[-0.03, 0.04], [-0.05, 0.095]], seq=last)
+    mixed["metrics"]["l1"]["1024"]["pairs"] = 8
+    (gate,) = calibrate.calibrate([mixed], "linux-cpu")["gates"]
+    assert gate["aa_floor"] == pytest.approx(0.04) and gate["cases"][0]["cache_lengths"] == [256]
 
 
 def test_a_runner_whose_aa_floor_is_wider_than_the_widest_tolerance_is_refused():

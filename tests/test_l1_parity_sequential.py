@@ -53,6 +53,7 @@ def _run(
     round_s: float = 3,
     tol=0.10,
     aa=True,
+    figures=None,
 ):
     spec = importlib.util.spec_from_file_location(
         "l1_parity_suite", ROOT / "suites/performance/test_l1_parity.py"
@@ -72,7 +73,8 @@ def _run(
     def round_(mla_, p, slots, caches, files):
         mla_.clock += mla_.round_s
         for T in caches:
-            yield T, rng.gauss(centre, sd), {"pair": p, "T": T, "change": 0.0}
+            y = figures[p] if figures else rng.gauss(centre, sd)
+            yield T, y, {"pair": p, "T": T, "change": 0.0}
 
     monkeypatch.setattr(suite, "_primed_once", primed)
     monkeypatch.setattr(suite, "_round", round_)
@@ -112,6 +114,17 @@ def test_decided_cases_stop_early(monkeypatch, centre, verdict):
         assert err is None
     else:
         assert isinstance(err, Failed) and "beyond the 10% tolerance" in str(err)
+
+
+def test_a_case_decided_at_its_last_look_is_recorded_as_decided(monkeypatch):
+    # two wild pairs keep the t interval across the tolerance up to 10 pairs; from 12 the
+    # trimmed (Yuen) interval drops them and passes, at the last look
+    ys = [0.5, -0.5] + [0.01, -0.01] * 5
+    metrics, err = _run(monkeypatch, 0.0, 0.0, figures=ys)
+    assert err is None
+    assert {r["pairs"] for r in metrics["l1"].values()} == {12}
+    seq = metrics["sequential"]
+    assert seq["stopped"] == "decided" and seq["max_pairs"] == 12 and seq["tolerance"] == 0.10
 
 
 @pytest.mark.parametrize(

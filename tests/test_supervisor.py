@@ -193,3 +193,18 @@ def test_a_worker_logs_each_ops_cpu_seconds_where_asked(fake_matrix, fake_cache,
     assert [r["op"] for r in rows] == ["hello", "build", "release", "exit"]
     build = rows[1]
     assert build["key"] == "unstable" and 0 < build["cpu_s"] and 0 < build["wall_s"]
+
+
+def test_holding_lasts_until_a_release_succeeds(pool):
+    w = pool.get("fake-stock")
+    assert not w.holding
+    _build(w)
+    w.hello()  # a hello after a build drops nothing
+    assert w.holding
+    pool.release()
+    assert not w.holding
+    _build(w)
+    w.kill()
+    with pytest.raises(WorkerError, match="not running"):
+        w.call("release", 60)  # a release that failed dropped nothing either
+    assert w.holding

@@ -84,7 +84,9 @@ def test_l1_parity(mla):
                         rows[str(T)] = row
     for T in caches:  # stopped on the budget: judged on the rounds taken, at the last look
         rows.setdefault(str(T), _judge(figures[T], level, tol, T, gates["confidence"]))
-    seq = _record(mla, rows, pairs, aa, budget, stopped, len(looks), level)
+    if stopped == "max_pairs" and all(r["decided"] for r in rows.values()):
+        stopped = "decided"  # every cache length decided, the last ones at the last look
+    seq = _record(mla, rows, pairs, aa, budget, stopped, looks, level, tol)
     if tol is None:
         widest = max((max(map(abs, r["ci"])) for r in rows.values()), default=math.inf)
         raise Invalid(f"{_uncalibrated(mla)}; this A/A run's intervals reach {widest:.1%}")
@@ -231,7 +233,7 @@ def _judge(ys: list[float], level: float, tol: float | None, T: int, confidence:
     }
 
 
-def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> dict:
+def _record(mla, rows, pairs, aa, budget, stopped, looks, level, tol) -> dict:
     mla.metric("l1", rows)
     mla.metric("pairs", pairs)
     mla.metric("aa", aa)
@@ -241,7 +243,9 @@ def _record(mla, rows, pairs, aa, budget, stopped, looks, level) -> dict:
         "process_pairs": max((r["pair"] for r in pairs), default=-1) + 1,
         "samples_per_pair": mla.gates["samples"],
         "samples": len(pairs) * mla.gates["samples"],
-        "planned_looks": looks,
+        "planned_looks": len(looks),
+        "max_pairs": looks[-1],
+        "tolerance": tol,
         "look_confidence": level,
         "confidence": mla.gates["confidence"],
         "stopped": stopped,

@@ -6,9 +6,12 @@ against a bound (SEPARATION), the fixed arms' highest interval top and the stock
 interval bottom. Where the first lies below the second, the proposed bound is their geometric
 mean; where it does not, the measurements cannot support any bound and the gate is refused
 (named, with both ends). And the A/A floor of l1_parity (`mlagate run --aa` results): the
-widest end of any A/A case's interval, the smallest tolerance every A/A case would have passed
-at, rounded up to a whole percent, is the proposed tolerance; refused when it is wider than
-MAX_L1_TOLERANCE (a floor that wide hides regressions users feel). Writes OUT/calibration.json
+widest end of any A/A case's interval measured to its last look (run with the tolerance
+uncalibrated, or not decided before the last look: an earlier stop fitted the tolerance it ran
+with), the smallest tolerance every such case would have passed at, rounded up to a whole
+percent, is the proposed tolerance; refused when no A/A case measured to its last look, or
+when it is wider than MAX_L1_TOLERANCE (a floor that wide hides regressions users feel).
+Writes OUT/calibration.json
 (mlagate.calibration/1: every case's interval, per gate) and OUT/budgets.yaml (a matrix snippet
 of the proposals).
 Exit 0 when every gate found got a proposal, 1 when one was refused, 2 on bad input.
@@ -48,36 +51,69 @@ SEPARATION = (
 )
 
 
-MAX_L1_TOLERANCE = 0.10  # the widest L = 1 tolerance proposed: the 2-core CPU runner's today
+MAX_L1_TOLERANCE = 0.10  # a chosen ceiling (wider hides regressions users feel), not measured
+
+
+def _last_look(seq: dict) -> int | None:
+    """The pair count of an l1_parity case's last look, from its sequential record (older
+    records lack max_pairs: one that stopped at the pair limit ran every look)."""
+    if "max_pairs" in seq:
+        return seq["max_pairs"]
+    return seq.get("process_pairs") if seq.get("stopped") == "max_pairs" else None
+
+
+def _aa_case(r: dict) -> dict | None:
+    """One A/A case's widest interval end over the cache lengths that count: all of them when it
+    ran with the tolerance uncalibrated (none can be decided), else those measured to the last
+    look (one decided earlier stopped because it fitted the tolerance it ran with, so its
+    interval is bounded by that tolerance). Falls back to every row, marked not counted."""
+    m = r.get("metrics") or {}
+    seq = m.get("sequential") or {}
+    finite = [
+        t for t in (m.get("l1") or {}).values() if all(map(math.isfinite, t.get("ci") or ()))
+    ]
+    if r["suite"] != "l1_parity" or not m.get("aa") or not finite:
+        return None
+    uncalibrated = "tolerance" in seq and seq["tolerance"] is None
+    last = _last_look(seq)
+    counted = [t for t in finite if uncalibrated or (last and t.get("pairs") == last)]
+    worst = max(counted or finite, key=lambda t: max(map(abs, t["ci"])))
+    return {
+        "case": r["case_id"],
+        "arm": r["arm"],
+        "module": r["module"],
+        "geometry": results.geometry_label(r),
+        "control": False,
+        "value": worst["change"],
+        "interval": [float(worst["ci"][0]), float(worst["ci"][1])],
+        "counted": bool(counted),
+        "cache_lengths": sorted(t["T"] for t in counted if "T" in t),
+        "stopped": seq.get("stopped"),
+        "process_pairs": seq.get("process_pairs"),
+        **({"tolerance": seq["tolerance"]} if "tolerance" in seq else {}),  # older: unrecorded
+    }
 
 
 def aa_floor(rows: list[dict]) -> dict | None:
     """The l1_parity tolerance from the runner's A/A cases (metrics.aa): each case's cache
-    length with the widest interval end, the floor over all of them, and the proposal or why
-    none; None without A/A cases."""
-    cases = []
-    for r in rows:
-        m = r.get("metrics") or {}
-        finite = [
-            t for t in (m.get("l1") or {}).values() if all(map(math.isfinite, t.get("ci") or ()))
-        ]
-        if r["suite"] != "l1_parity" or not m.get("aa") or not finite:
-            continue
-        worst = max(finite, key=lambda t: max(map(abs, t["ci"])))
-        cases.append(
-            {
-                "case": r["case_id"],
-                "arm": r["arm"],
-                "module": r["module"],
-                "geometry": results.geometry_label(r),
-                "control": False,
-                "value": worst["change"],
-                "interval": [float(worst["ci"][0]), float(worst["ci"][1])],
-            }
-        )
+    length with the widest interval end among those measured to the last look (_aa_case), the
+    floor over all of them, and the proposal or why none; None without A/A cases."""
+    cases = [c for c in map(_aa_case, rows) if c]
     if not cases:
         return None
-    floor = max(max(map(abs, c["interval"])) for c in cases)
+    gate = {"suite": "l1_parity", "gate": "tolerance", "per_backend": True, "cases": cases}
+    counted = [c for c in cases if c["counted"]]
+    if not counted:
+        ran = sorted({f"{c['tolerance']:.0%}" for c in cases if c.get("tolerance") is not None})
+        return {
+            **gate,
+            "bound": None,
+            "refused": "A/A runs stopped when they fitted the tolerance they ran with"
+            f"{' (' + ', '.join(ran) + ')' if ran else ''}: run them uncalibrated "
+            "(the runner's suites.l1_parity.gates.tolerance: uncalibrated, in a copy of the "
+            "matrix given with --matrix)",
+        }
+    floor = max(max(map(abs, c["interval"])) for c in counted)
     bound = math.ceil(round(floor * 100, 6)) / 100
     refused = (
         f"A/A intervals reach {floor:.1%}, wider than the widest tolerance proposed "
@@ -85,15 +121,7 @@ def aa_floor(rows: list[dict]) -> dict | None:
         if bound > MAX_L1_TOLERANCE
         else None
     )
-    return {
-        "suite": "l1_parity",
-        "gate": "tolerance",
-        "per_backend": True,
-        "bound": None if refused else bound,
-        "aa_floor": floor,
-        "refused": refused,
-        "cases": cases,
-    }
+    return {**gate, "bound": None if refused else bound, "aa_floor": floor, "refused": refused}
 
 
 def _dig(metrics: dict, path: tuple[str, ...]):
@@ -185,7 +213,8 @@ def snippet(doc: dict) -> str:
         else:
             value = f"{{{doc['backend']}: {g['bound']}}}" if g["per_backend"] else g["bound"]
             why = (
-                f"A/A intervals reach {g['aa_floor']:.3g} over {len(g['cases'])} cases"
+                f"A/A intervals reach {g['aa_floor']:.3g} over "
+                f"{sum(c['counted'] for c in g['cases'])} cases measured to their last look"
                 if "aa_floor" in g
                 else f"fixed arms up to {g['fixed_top']:.3g}, stock arms from "
                 f"{g['stock_bottom']:.3g}"

@@ -143,7 +143,7 @@ class WorkerProcess:
         self._tx = os.fdopen(parent_tx, "wb", buffering=0)
         self._buf = b""
         self.fingerprint: dict = {}
-        self.holding = False  # an op since the last release may have left models in it
+        self.holding = False  # an op since the last successful release may have left models
 
     def stderr_tail(self, limit: int = 4000) -> str:
         self._log.flush()
@@ -151,7 +151,8 @@ class WorkerProcess:
         return self._log.read().decode(errors="replace")[-limit:]
 
     def call(self, op: str, timeout: float, **req) -> dict:
-        self.holding = op not in ("hello", "release", "exit")
+        if op not in ("hello", "release", "exit"):
+            self.holding = True
         if self.proc.poll() is not None:
             raise WorkerError(
                 f"worker for {self.install.arm.id} is not running (exit {self.proc.returncode})",
@@ -199,6 +200,8 @@ class WorkerProcess:
                     reply.get("traceback", ""),
                 )
             raise WorkerError(message, self.stderr_tail(), reply.get("traceback", ""))
+        if op == "release":
+            self.holding = False
         return reply["result"]
 
     def hello(self, timeout: float = 120) -> dict:
