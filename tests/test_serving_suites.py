@@ -17,9 +17,9 @@ from .conftest import FIXTURES
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
 # the step before which row 0 leaves the batch: after 5 widths, the uniform rejection and its
-# decode, the per-row rejection's transaction route and its decode (not expressible here)
-LEAVE = 9
-EXTRACT = 12  # the per-row rejection's extract route, over rows 1 and 2: after the leave's 2 steps
+# decode (the fixture asks for no transaction route: the fake runtime has none)
+LEAVE = 7
+EXTRACT = 10  # the per-row rejection's extract route, over rows 1 and 2: after the leave's 2 steps
 SUITES = (
     "serving_batched",
     "serving_quantized",
@@ -126,17 +126,13 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(v
     cases = r["metrics"]["cases"]
     assert set(cases) == {"path=natural", "path=absorbed", "path=materialised", "cold"}
     paths = [c for label, c in cases.items() if label != "cold"]
-    # the prefill and 9 steps for the 3 rows (5 widths, the uniform rejection, the transaction
-    # route, each with its decode); then 4 for the rows kept (the leave's decode and verify, the
-    # extract route: rows rejecting 5 and 0 tokens of a verify of 8, and its decode)
-    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 10 + 2 * 4 for c in paths)
+    # the prefill and 7 steps for the 3 rows (5 widths, the uniform rejection and its decode);
+    # then 4 for the rows kept (the leave's decode and verify, the extract route: rows rejecting
+    # 5 and 0 tokens of a verify of 8, and its decode)
+    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 + 2 * 4 for c in paths)
     assert cases["cold"]["compared"] == 3 * 2 + 2 * 2 and cases["cold"]["max_ulps"] <= 64
     assert all("rejection" not in c for c in cases.values())  # every rejection was expressed
-    for c in paths:  # the fake runtime has no speculative cache transaction: it says so
-        assert c["per_row_rejection"] == (
-            "not expressible: the transaction route: the runtime has no speculative cache "
-            "transaction"
-        )
+    assert all("per_row_rejection" not in c for c in cases.values())
     assert cases["path=natural"]["classes"] == {
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
@@ -197,6 +193,31 @@ def test_a_planted_extract_defect_fails_per_row_rejection_on_the_padded_rows_onl
         assert verdicts[(suite, "fake-extractpad")]["verdict"] == "pass", suite
 
 
+def test_a_route_the_runtime_cannot_take_fails_not_expressible(tmp_path):
+    """Asked for the transaction route, the fake runtime (no speculative cache transaction)
+    fails serving_batched with kind not_expressible, one problem a path, never a quiet pass; the
+    batched steps it does not hide are still compared (and pass)."""
+    from .conftest import FIXTURES, cli
+
+    text = MATRIX.read_text().replace(
+        "rejected_rows_transaction: []", "rejected_rows_transaction: [0, 3, 6]"
+    )
+    assert "[0, 3, 6]" in text
+    (tmp_path / "m.yaml").write_text(text)
+    for path in [FIXTURES / "fakemla-tree", *FIXTURES.glob("*.patch")]:  # beside the matrix
+        (tmp_path / path.name).symlink_to(path)
+    out = tmp_path / "out"
+    args = ["run", "--matrix", tmp_path / "m.yaml", "--out", out, "--suite", "serving_batched"]
+    proc = cli(*args, "--module", "fake/good", "--arm", "fake-stock", cache=tmp_path / "cache")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (r,) = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["not_expressible"], r["reason"]
+    assert r["reason"].count("the transaction route: the runtime has no speculative") == 3
+    for label, c in r["metrics"]["cases"].items():
+        if label != "cold":
+            assert c["compared"] == 3 * 10 + 2 * 4 and c["rows_over"] == [], label
+
+
 def test_a_runtime_without_a_rotating_cache_is_not_servable_there(verdicts):
     """The fake runtime's make_prompt_cache takes no max_kv_size: a finding, never a pass."""
     r = verdicts[("serving_rotating", "fake-stock")]
@@ -243,11 +264,12 @@ def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_i
 def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cache):
     """The per-row rejection on deepseek_v3 and glm5_next: by the transaction route (rows
     rejecting 0, 3 and 6 tokens through mlx-vlm 0.7.10's speculative cache transaction; mlx-lm
-    0.32.2 has none and says so) and by the extract route (the rows kept after row 0 left
-    rejecting 5 and 0 tokens through mlx-lm's _merge_caches or each mlx-vlm row cache's merge),
+    0.32.2 has none: not_expressible, an expected fail) and by the extract route (the rows kept
+    after row 0 left rejecting 5 and 0 tokens through mlx-lm's _merge_caches or each mlx-vlm row
+    cache's merge),
     each row equals its own plain run, the decodes after included (14 steps for 3 rows, then 4
     for 2); glm5_next's BatchPoolingCache cannot be taken apart and trimmed, so its batch stops
-    at the extract route's step and says so."""
+    at the extract route's step: not_expressible, an expected fail."""
     from .conftest import ROOT
 
     proc = run_cli(
@@ -266,20 +288,19 @@ def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cach
         "mlx-vlm/glm5_next",
     }
     for r in measured:
-        assert r["verdict"] == "pass", r["reason"]
+        lost = r["module"].endswith("glm5_next") or r["module"].startswith("mlx-lm")
+        kinds = r["failure"]["kinds"] if r["failure"] else []
+        assert (r["verdict"], kinds) == (("fail", ["not_expressible"]) if lost else ("pass", []))
         for label, c in r["metrics"]["cases"].items():
             if label == "cold":
                 continue
-            why = c.get("per_row_rejection", "")
+            why = c.get("per_row_rejection", {})
             if r["module"].endswith("glm5_next"):
                 assert c["compared"] == 3 * 14 + 2 * 3 and "not expressible" in c["rejection"]
-                assert why.startswith("not expressible: the extract route: "), label
+                assert list(why) == ["extract"], label
             elif r["module"].startswith("mlx-lm"):
                 assert c["compared"] == 3 * 14 + 2 * 4 and "rejection" not in c, label
-                assert why == (
-                    "not expressible: the transaction route: the runtime has no speculative "
-                    "cache transaction"
-                ), label
+                assert why == {"transaction": "the runtime has no speculative cache transaction"}
             else:
                 assert c["compared"] == 3 * 14 + 2 * 4 and not why, label
 

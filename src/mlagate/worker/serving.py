@@ -321,11 +321,7 @@ class ServingOps:
             "classes": {"tested": sorted(tested.classes), "reference": sorted(ref.classes)},
             "route": self._route_or_none(req),
             "untrimmable": sorted(set(tested.untrimmable) | set(ref.untrimmable)),
-            "per_row_rejection": "; ".join(
-                f"the {route} route: {why}"
-                for route, why in sorted({**ref.per_row, **tested.per_row}.items())
-            )
-            or None,
+            "per_row_rejection": dict(sorted({**ref.per_row, **tested.per_row}.items())),
         }
 
     def _route_or_none(self, req: dict) -> str | None:
