@@ -2,8 +2,8 @@
 cache (finalize forgets the padding it rolled; filter keeps the wrong rows' padding once a row
 leaves; extract keeps a row's padding), in its padding handling (the attention drops the batch
 cache's padding term) in its quantized cache (its biases dropped when read back; a token's
-rounding made to depend on the later tokens of its step) and in its prompt-cache round trip (a
-loaded cache loses its last token).
+rounding made to depend on the later tokens of its step), in its prompt-cache round trip (a
+loaded cache loses its last token) and in its rotating cache (it never evicts).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
 padded rows only), and passes the others and probes,
 a single-sequence suite that cannot see them; the unplanted arms pass every one."""
@@ -216,6 +216,21 @@ def test_a_route_the_runtime_cannot_take_fails_not_expressible(tmp_path):
     for label, c in r["metrics"]["cases"].items():
         if label != "cold":
             assert c["compared"] == 3 * 10 + 2 * 4 and c["rows_over"] == [], label
+
+
+def test_a_rotating_cache_that_never_evicts_fails_past_its_window_only(verdicts):
+    """make_prompt_cache(model, max_kv_size=32) gives a "rotating" cache that keeps every token:
+    within the window it equals the plain cache and it is causal, but past the window no row
+    differs from its plain run: rotating_mismatch, single and batched, every path; the other
+    suites pass."""
+    r = verdicts[("serving_rotating", "fake-norotate")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["rotating_mismatch"], r["reason"]
+    assert r["reason"].startswith("W=32/single/path=natural: past max_kv_size=32 every row")
+    assert "the cache never evicts (+3 more)" in r["reason"]  # 6 configurations
+    assert all(c["rows_over"] == [] for c in r["metrics"]["cases"].values())  # while it fits
+    assert all(c["broken"] == 0 for c in r["metrics"]["causal"].values())
+    for suite in ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes"):
+        assert verdicts[(suite, "fake-norotate")]["verdict"] == "pass", suite
 
 
 def test_a_runtime_without_a_rotating_cache_is_not_servable_there(verdicts):
