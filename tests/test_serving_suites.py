@@ -51,7 +51,7 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
     assert "row 1 step 1 (L=1)" in r["reason"]
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
-        assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
+        assert row["classes"]["tested"] == ["BatchKVCache"] and row["batching"] == "lm"
     for suite in ("probes", "serving_prompt_reuse"):  # one sequence each
         assert verdicts[(suite, arm)]["verdict"] == "pass", suite
     q = verdicts[("serving_quantized", arm)]  # its batched mode serves through the batch cache

@@ -143,7 +143,7 @@ def judge(
         "other_path": other,
         "rows_over": sorted(over),
         "classes": reply["classes"],
-        "route": reply.get("route"),
+        "batching": reply.get("batching"),
     }
     if reply.get("per_row_rejection"):
         table["per_row_rejection"] = reply["per_row_rejection"]
