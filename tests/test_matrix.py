@@ -270,3 +270,31 @@ def test_a_gate_of_the_wrong_shape_is_named_never_shown_as_an_internal_object(va
     with pytest.raises(MatrixError) as err:
         matrix.parse(bad, SHIPPED)
     assert str(err.value).endswith(f"got {shown}") and "object at 0x" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("gate", "value", "why"),
+    [
+        ("leave", "[3]", "row 3 is not a row of rows (3 rows)"),
+        ("leave", "[0, 1, 2]", "every row of rows leaves: at least one must stay"),
+        ("leave", "[0, 0]", "names a row twice"),
+        ("cold_rows", "[2]", "every row of cold_rows leaves: at least one must stay"),
+        ("rejected_rows_transaction", "[0, 8]", "8 is not below the widest width 8"),
+        ("rejected_rows_transaction", "[1, 2, 3, 4]", "4 counts for 3 rows"),
+        ("rejected_rows_extract", "[5, 0, 2]", "3 counts for 2 rows: the last would never be"),
+    ],
+)
+def test_serving_batched_row_indices_and_counts_are_checked_against_rows(gate, value, why):
+    """serving_batched's leave and per-row counts meet its rows when the matrix is read: a
+    row index past the rows (or every row) leaving, or a count the run would clip or never use,
+    is a one-line error naming the gate at fault (exit 2 at the CLI), not ignored at run time."""
+    shipped = SHIPPED.read_text()
+    at = shipped.index(f"      {gate}: ", shipped.index("  serving_batched:"))
+    end = shipped.index("\n", at)
+    bad = shipped[:at] + f"      {gate}: {value}" + shipped[end:]
+    with pytest.raises(MatrixError) as err:
+        matrix.parse(bad, SHIPPED)
+    message = str(err.value)
+    key = "leave" if gate == "cold_rows" else gate  # a cold batch of one: its row would leave
+    assert "\n" not in message and f"suites.serving_batched.gates.{key}: " in message, message
+    assert why in message, message

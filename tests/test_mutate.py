@@ -633,3 +633,27 @@ def test_pool_no_trim_mutants_are_killed_by_trim_after_rejection(tmp_path):
     for mid in POOL_IDS[1:]:
         assert status[mid] == ("killed", ["trim_after_rejection"]), mid
     assert doc["counts"]["killed"] == 4 and doc["counts"]["total"] == 5
+
+
+def test_a_parent_failing_with_known_kinds_is_a_control_for_new_kinds():
+    """A case the parent fails with known kinds (serving_batched's expected not_expressible)
+    kills a mutant that fails it with a kind the parent's fail does not name; the same kinds
+    kill nothing (the gate's changed failure, not its as-before fail)."""
+
+    class Inst:
+        key = "k"
+
+    parents = [type("C", (), {"arm": "p", "id": f"s::m::p::{g}"})() for g in ("a", "b")]
+    mine = [type("C", (), {"arm": "x", "id": f"s::m::x::{g}"})() for g in ("a", "b")]
+    exp = run._Expected(Path("/nonexistent/expected.json"))
+    fail = {"verdict": "fail", "failure": {"kinds": ["not_expressible"]}}
+    exp.put("k", "s::m::p::a", run._outcome(fail))
+    exp.put("k", "s::m::p::b", run._outcome(fail))
+    assert exp.get("k", "s::m::p::a") == "fail:not_expressible"
+    e = run._Entry(None, "x", Path("p"))
+    rows = {"s::m::x::a": fail, "s::m::x::b": {"verdict": "pass"}}
+    run._classify(e, "s", parents, mine, rows, exp, {"p": Inst()})
+    assert (e.killed_by, e.controls) == ([], 2)
+    rows["s::m::x::a"] = {"verdict": "fail", "failure": {"kinds": ["batch_row_mismatch"]}}
+    run._classify(e, "s", parents, mine, rows, exp, {"p": Inst()})
+    assert e.killed_by == ["s"]

@@ -2,8 +2,8 @@
 cache (finalize forgets the padding it rolled; filter keeps the wrong rows' padding once a row
 leaves; extract keeps a row's padding), in its padding handling (the attention drops the batch
 cache's padding term) in its quantized cache (its biases dropped when read back; a token's
-rounding made to depend on the later tokens of its step) and in its prompt-cache round trip (a
-loaded cache loses its last token).
+rounding made to depend on the later tokens of its step), in its prompt-cache round trip (a
+loaded cache loses its last token) and in its rotating cache (it never evicts).
 Each fails the suite that serves through what it broke, there only (the padding defects on the
 padded rows only), and passes the others and probes,
 a single-sequence suite that cannot see them; the unplanted arms pass every one."""
@@ -17,9 +17,9 @@ from .conftest import FIXTURES
 MATRIX = FIXTURES / "fake-serving.yaml"
 PLANTED = ("fake-batchbug", "fake-padblind")
 # the step before which row 0 leaves the batch: after 5 widths, the uniform rejection and its
-# decode, the per-row rejection's transaction route and its decode (not expressible here)
-LEAVE = 9
-EXTRACT = 12  # the per-row rejection's extract route, over rows 1 and 2: after the leave's 2 steps
+# decode (the fixture asks for no transaction route: the fake runtime has none)
+LEAVE = 7
+EXTRACT = 10  # the per-row rejection's extract route, over rows 1 and 2: after the leave's 2 steps
 SUITES = (
     "serving_batched",
     "serving_quantized",
@@ -51,7 +51,7 @@ def test_a_planted_padding_defect_fails_batched_rows_on_the_padded_rows_only(ver
     assert "row 1 step 1 (L=1)" in r["reason"]
     for path, row in r["metrics"]["cases"].items():
         assert row["rows_over"] == [1, 2], path  # the unpadded row 0 is untouched
-        assert row["classes"]["tested"] == ["BatchKVCache"] and row["route"] == "lm"
+        assert row["classes"]["tested"] == ["BatchKVCache"] and row["batching"] == "lm"
     for suite in ("probes", "serving_prompt_reuse"):  # one sequence each
         assert verdicts[(suite, arm)]["verdict"] == "pass", suite
     q = verdicts[("serving_quantized", arm)]  # its batched mode serves through the batch cache
@@ -126,17 +126,13 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(v
     cases = r["metrics"]["cases"]
     assert set(cases) == {"path=natural", "path=absorbed", "path=materialised", "cold"}
     paths = [c for label, c in cases.items() if label != "cold"]
-    # the prefill and 9 steps for the 3 rows (5 widths, the uniform rejection, the transaction
-    # route, each with its decode); then 4 for the rows kept (the leave's decode and verify, the
-    # extract route: rows rejecting 5 and 0 tokens of a verify of 8, and its decode)
-    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 10 + 2 * 4 for c in paths)
+    # the prefill and 7 steps for the 3 rows (5 widths, the uniform rejection and its decode);
+    # then 4 for the rows kept (the leave's decode and verify, the extract route: rows rejecting
+    # 5 and 0 tokens of a verify of 8, and its decode)
+    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 + 2 * 4 for c in paths)
     assert cases["cold"]["compared"] == 3 * 2 + 2 * 2 and cases["cold"]["max_ulps"] <= 64
     assert all("rejection" not in c for c in cases.values())  # every rejection was expressed
-    for c in paths:  # the fake runtime has no speculative cache transaction: it says so
-        assert c["per_row_rejection"] == (
-            "not expressible: the transaction route: the runtime has no speculative cache "
-            "transaction"
-        )
+    assert all("per_row_rejection" not in c for c in cases.values())
     assert cases["path=natural"]["classes"] == {
         "tested": ["BatchKVCache"],
         "reference": ["KVCache"],
@@ -197,6 +193,46 @@ def test_a_planted_extract_defect_fails_per_row_rejection_on_the_padded_rows_onl
         assert verdicts[(suite, "fake-extractpad")]["verdict"] == "pass", suite
 
 
+def test_a_route_the_runtime_cannot_take_fails_not_expressible(tmp_path):
+    """Asked for the transaction route, the fake runtime (no speculative cache transaction)
+    fails serving_batched with kind not_expressible, one problem a path, never a quiet pass; the
+    batched steps it does not hide are still compared (and pass)."""
+    from .conftest import FIXTURES, cli
+
+    text = MATRIX.read_text().replace(
+        "rejected_rows_transaction: []", "rejected_rows_transaction: [0, 3, 6]"
+    )
+    assert "[0, 3, 6]" in text
+    (tmp_path / "m.yaml").write_text(text)
+    for path in [FIXTURES / "fakemla-tree", *FIXTURES.glob("*.patch")]:  # beside the matrix
+        (tmp_path / path.name).symlink_to(path)
+    out = tmp_path / "out"
+    args = ["run", "--matrix", tmp_path / "m.yaml", "--out", out, "--suite", "serving_batched"]
+    proc = cli(*args, "--module", "fake/good", "--arm", "fake-stock", cache=tmp_path / "cache")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (r,) = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["not_expressible"], r["reason"]
+    assert r["reason"].count("the transaction route: the runtime has no speculative") == 3
+    for label, c in r["metrics"]["cases"].items():
+        if label != "cold":
+            assert c["compared"] == 3 * 10 + 2 * 4 and c["rows_over"] == [], label
+
+
+def test_a_rotating_cache_that_never_evicts_fails_past_its_window_only(verdicts):
+    """make_prompt_cache(model, max_kv_size=32) gives a "rotating" cache that keeps every token:
+    within the window it equals the plain cache and it is causal, but past the window no row
+    differs from its plain run: rotating_mismatch, single and batched, every path; the other
+    suites pass."""
+    r = verdicts[("serving_rotating", "fake-norotate")]
+    assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["rotating_mismatch"], r["reason"]
+    assert r["reason"].startswith("W=32/single/path=natural: past max_kv_size=32 every row")
+    assert "the cache never evicts (+3 more)" in r["reason"]  # 6 configurations
+    assert all(c["rows_over"] == [] for c in r["metrics"]["cases"].values())  # while it fits
+    assert all(c["broken"] == 0 for c in r["metrics"]["causal"].values())
+    for suite in ("serving_batched", "serving_quantized", "serving_prompt_reuse", "probes"):
+        assert verdicts[(suite, "fake-norotate")]["verdict"] == "pass", suite
+
+
 def test_a_runtime_without_a_rotating_cache_is_not_servable_there(verdicts):
     """The fake runtime's make_prompt_cache takes no max_kv_size: a finding, never a pass."""
     r = verdicts[("serving_rotating", "fake-stock")]
@@ -243,11 +279,12 @@ def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_i
 def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cache):
     """The per-row rejection on deepseek_v3 and glm5_next: by the transaction route (rows
     rejecting 0, 3 and 6 tokens through mlx-vlm 0.7.10's speculative cache transaction; mlx-lm
-    0.32.2 has none and says so) and by the extract route (the rows kept after row 0 left
-    rejecting 5 and 0 tokens through mlx-lm's _merge_caches or each mlx-vlm row cache's merge),
+    0.32.2 has none: not_expressible, an expected fail) and by the extract route (the rows kept
+    after row 0 left rejecting 5 and 0 tokens through mlx-lm's _merge_caches or each mlx-vlm row
+    cache's merge),
     each row equals its own plain run, the decodes after included (14 steps for 3 rows, then 4
     for 2); glm5_next's BatchPoolingCache cannot be taken apart and trimmed, so its batch stops
-    at the extract route's step and says so."""
+    at the extract route's step: not_expressible, an expected fail."""
     from .conftest import ROOT
 
     proc = run_cli(
@@ -266,20 +303,19 @@ def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cach
         "mlx-vlm/glm5_next",
     }
     for r in measured:
-        assert r["verdict"] == "pass", r["reason"]
+        lost = r["module"].endswith("glm5_next") or r["module"].startswith("mlx-lm")
+        kinds = r["failure"]["kinds"] if r["failure"] else []
+        assert (r["verdict"], kinds) == (("fail", ["not_expressible"]) if lost else ("pass", []))
         for label, c in r["metrics"]["cases"].items():
             if label == "cold":
                 continue
-            why = c.get("per_row_rejection", "")
+            why = c.get("per_row_rejection", {})
             if r["module"].endswith("glm5_next"):
                 assert c["compared"] == 3 * 14 + 2 * 3 and "not expressible" in c["rejection"]
-                assert why.startswith("not expressible: the extract route: "), label
+                assert list(why) == ["extract"], label
             elif r["module"].startswith("mlx-lm"):
                 assert c["compared"] == 3 * 14 + 2 * 4 and "rejection" not in c, label
-                assert why == (
-                    "not expressible: the transaction route: the runtime has no speculative "
-                    "cache transaction"
-                ), label
+                assert why == {"transaction": "the runtime has no speculative cache transaction"}
             else:
                 assert c["compared"] == 3 * 14 + 2 * 4 and not why, label
 

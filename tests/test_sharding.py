@@ -491,3 +491,14 @@ def test_costsplice_puts_fresh_suites_onto_the_shipped_scale():
         tool.splice(shipped, fresh, ["gone"])
     with pytest.raises(ValueError, match="share no"):
         tool.splice(shipped, fresh, ["a", "new", "old"])
+
+
+def test_every_shipped_suite_has_a_cost_entry():
+    """A suite missing from the shipped cost table counts UNKNOWN_COST_S a case, whatever it
+    costs: the shard estimates and balance go wrong without a word (serving_rotating did)."""
+    from mlagate import matrix
+    from tests.conftest import ROOT
+
+    shipped = matrix.load(ROOT / "matrix.yaml")
+    missing = sorted(set(shipped.suites) - set(shard.load_costs().suites))
+    assert not missing, f"no cost entry in src/mlagate/gate/costs.json: {missing}"

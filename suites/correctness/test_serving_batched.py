@@ -44,7 +44,9 @@ def test_serving_batched(mla):
         if "not_servable" in reply:
             problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
             break
-        found, table[label] = sv.judge(reply, label, same, cross, "batch_row_mismatch", steps)
+        found, table[label] = sv.judge(
+            reply, label, same, cross, "batch_row_mismatch", steps, expressible=True
+        )
         problems += found
         sv.check_forced(reply, force, label, problems)
     if g.get("cold_rows") and "not_servable" not in reply:

@@ -10,15 +10,17 @@ row alone (single) or merged by the runtime's `_merge_caches` into its batched r
 - while a row fits (its tokens, the batch's padded tokens in batched mode, at most
   max_kv_size): each row and step equals the same tokens run alone on the plain cache (within
   gates.same_path_ulps) on the same path (the counters);
-- once it rotates: the causal check of mlagate.harness.servingcausal on the rotating cache (the
-  widest step with one token changed moves nothing before it; the widest step equals the same
-  tokens decoded one at a time), the plain cache no longer being a reference (it keeps what the
-  rotating cache drops).
+- once it rotates: some row and step past the window differs from its plain run by more than
+  gates.same_path_ulps (the rotating cache dropped tokens the plain cache keeps; a cache that
+  never evicts is a rotating_mismatch), and the causal check of mlagate.harness.servingcausal
+  on the rotating cache (the widest step with one token changed moves nothing before it; the
+  widest step equals the same tokens decoded one at a time), the plain cache no longer being a
+  reference (it keeps what the rotating cache drops).
 On the natural path and both forced paths; the first configuration in which the runtime raises
 ends the case.
 """
 
-from mlagate.harness import check, servingcausal
+from mlagate.harness import check, give_up, servingcausal
 from mlagate.harness import serving as sv
 from mlagate.harness.scripts import budget
 
@@ -32,6 +34,29 @@ def _fits(reply: dict, rows, steps, size: int, batched: bool) -> dict:
         if len(rows[row]) + sum(s["width"] for s in steps[: r["step"]]) <= size:
             kept.append(r)
     return {**reply, "rows": kept}
+
+
+def _rotates(reply: dict, fit: dict, size: int, same: float, label: str, problems, row) -> list:
+    """Past the window a rotating cache has dropped tokens the plain cache keeps: some row and
+    step there must differ from its plain run by more than the same-path budget. A cache that
+    never evicts equals the plain cache everywhere: rotating_mismatch. No row past the window
+    measures nothing: invalid. The table row keeps how many were compared there and the
+    worst."""
+    if reply["errors"]["tested"]:
+        return []  # runtime_raised already
+    past = [r for r in reply["rows"] if r not in fit["rows"]]
+    if not past:
+        give_up(f"{label}: no row or step runs past max_kv_size={size}: nothing rotates", problems)
+    row["past_window"] = {"compared": len(past), "max_ulps": round(max(r["ulps"] for r in past), 3)}
+    if any(not r["ulps"] <= same for r in past):
+        return []
+    return [
+        (
+            "rotating_mismatch",
+            f"{label}: past max_kv_size={size} every row and step equals its plain run ({len(past)}"
+            f" compared, worst {max(r['ulps'] for r in past):.1f} ULP): the cache never evicts",
+        )
+    ]
 
 
 def test_serving_rotating(mla):
@@ -51,6 +76,7 @@ def test_serving_rotating(mla):
             fit = _fits(reply, rows, steps, size, batched)
             found, table[label] = sv.judge(fit, label, same, 0.0, "rotating_mismatch", steps)
             problems += found
+            problems += _rotates(reply, fit, size, same, label, problems, table[label])
             wrong = [r for r in fit["rows"] if r["tested_path"] != r["reference_path"]]
             if wrong:
                 w = wrong[0]

@@ -8,7 +8,8 @@ suite code, and no document that names a file can make mlagate run it. It declar
 - controls_fail: a control arm must fail it; control_kinds: the failure kinds its defect
   produces; failure_kinds: every kind the test can produce (`runtime_raised` always);
 - plan_check: rules a sparse suite's grid must meet (PLAN_RULES), checked when the matrix is
-  read, from each geometry's pool width and top-k;
+  read, from each geometry's pool width and top-k; gate_check: rules between its gates
+  (mlagate.contract.gaterules), checked then too;
 - order: where the report lists it among the suites of its kind (lower first);
 - metrics: a version and the JSON Schema the result's metrics meet;
 - key_figures: numbers the history follows and `compare` judges, read from the metrics by
@@ -32,6 +33,7 @@ from jmespath import functions as jp_functions
 
 from mlagate import documents, yamlread
 from mlagate.contract import gates
+from mlagate.contract.gaterules import GATE_RULES
 
 Row = Mapping[str, Any]  # one result document (mlagate.results)
 RUNTIME_RAISED = "runtime_raised"  # a failure kind every suite can produce
@@ -170,6 +172,15 @@ class Contract:
     metrics_version: int = 1
     metrics_schema: Mapping[str, Any] = field(default_factory=dict)
     meanings: Mapping[str, str] = field(default_factory=dict)  # gate key -> its meaning
+    gate_rules: tuple[Mapping[str, Any], ...] = ()  # gate_check: rules between its gates
+
+    def gate_check(self, g: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The gate key at fault and why, where the gates break a rule between them."""
+        for rule in self.gate_rules:
+            found = GATE_RULES[rule["rule"]](rule, g)
+            if found:
+                return found
+        return None
 
     def plan_check(self, kpool: int, topk: int, g: Mapping[str, Any]) -> str | None:
         """Why the suite's grid cannot cover a geometry of this pool width and top-k (None: it
@@ -258,6 +269,11 @@ def read(path: Path) -> dict:
                 raise ContractError(
                     f"{where}: plan_check.{i}.{k}: {v!r} is not one of its list gates"
                 )
+    for i, rule in enumerate(data.get("gate_check", [])):
+        for k, v in rule.items():
+            for name in [v] if isinstance(v, str) and k != "rule" else v if k != "rule" else []:
+                if name not in data["gates"]:
+                    raise ContractError(f"{where}: gate_check.{i}.{k}: {name!r} is not a gate")
     try:
         schema = data["metrics"]["schema"]
         jsonschema.validators.validator_for(schema).check_schema(schema)
@@ -308,6 +324,7 @@ def load(path: Path) -> Contract:
         data["metrics"]["version"],
         MappingProxyType(data["metrics"]["schema"]),
         MappingProxyType({k: v.get("meaning", "") for k, v in data["gates"].items()}),
+        tuple(data.get("gate_check", [])),
     )
 
 

@@ -101,10 +101,13 @@ def serve(mla, key: str, rows, steps, force, **req) -> dict:
     )
 
 
-def judge(reply: dict, label: str, same: float, cross: float, kind: str, steps) -> tuple:
+def judge(
+    reply: dict, label: str, same: float, cross: float, kind: str, steps, expressible=False
+) -> tuple:
     """(problems, table row) of one reply: the tested side raised (runtime_raised), the
-    reference raised (runtime_raised: it runs the same runtime), or a row and step over its
-    budget (`kind`). The table row: worst ULPs, rows and steps compared, how many took another
+    reference raised (runtime_raised: it runs the same runtime), a row and step over its
+    budget (`kind`), or, with `expressible`, a rejection the runtime could not take
+    (not_expressible). The table row: worst ULPs, rows and steps compared, how many took another
     path than their plain run, and the cache classes each side used."""
     problems = []
     for side in ("tested", "reference"):
@@ -140,16 +143,31 @@ def judge(reply: dict, label: str, same: float, cross: float, kind: str, steps) 
         "other_path": other,
         "rows_over": sorted(over),
         "classes": reply["classes"],
-        "route": reply.get("route"),
+        "batching": reply.get("batching"),
     }
     if reply.get("per_row_rejection"):
-        table["per_row_rejection"] = f"not expressible: {reply['per_row_rejection']}"
+        table["per_row_rejection"] = reply["per_row_rejection"]
     if reply.get("untrimmable"):
         table["rejection"] = (
             f"not expressible: {', '.join(reply['untrimmable'])} cannot be trimmed (the "
             "rejected tokens stay on both sides)"
         )
+    if expressible:
+        problems += not_expressible(table, label)
     return problems, table
+
+
+def not_expressible(table: dict, label: str) -> list[tuple[str, str]]:
+    """A rejection the steps ask for that the runtime cannot take (its tokens stay on both
+    sides, or the batch stops there): a fail of kind not_expressible, one a route, never a
+    pass; the steps it does not hide are still judged."""
+    found = [
+        ("not_expressible", f"{label}: per-row rejection, the {route} route: {why}")
+        for route, why in table.get("per_row_rejection", {}).items()
+    ]
+    if "rejection" in table:
+        found.append(("not_expressible", f"{label}: the uniform rejection: {table['rejection']}"))
+    return found
 
 
 def _where(step: int, steps) -> str:

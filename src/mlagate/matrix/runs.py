@@ -284,6 +284,10 @@ def read_gates(
         read[sid] = dataclasses.replace(suites[sid], gates=gates)
         if declared.rules:
             _plan_check(r, gnode, sid, declared.plan_check, gates, modules, geometries, profiles)
+        found = declared.gate_check(gates)
+        if found:
+            key, why = found
+            raise r.fail(gnode.value.get(key, gnode), f"suites.{sid}.gates.{key}", why)
     return read
 
 

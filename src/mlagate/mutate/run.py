@@ -1,11 +1,13 @@
 """Run mutants through the correctness suites, cheapest suite first, and classify them.
 
 A mutant is killed by a suite when a case of that suite that passes on the unmutated
-(parent) arm fails on the mutant. A case that is invalid on the mutant (the harness could
-not measure, or the worker died) kills nothing: a mutant whose only effect is invalid
-cases is ONLY INVALID. The parent's verdicts are measured once per (module, suite) in the
-same pytest run as the first mutants that need them, and kept in OUT/expected.json under
-the parent's cache key, so a later run over the same arm reuses them.
+(parent) arm fails on the mutant, or that fails on the parent fails on the mutant with a
+failure kind the parent's fail does not name (the gate's changed failure: serving_batched's
+expected `not_expressible` fails still judge the rest of the case). A case that is invalid
+on the mutant (the harness could not measure, or the worker died) kills nothing: a mutant
+whose only effect is invalid cases is ONLY INVALID. The parent's verdicts are measured once
+per (module, suite) in the same pytest run as the first mutants that need them, and kept in
+OUT/expected.json under the parent's cache key, so a later run over the same arm reuses them.
 
 Each round runs one suite over every mutant still alive (all of them with --all), in one
 pytest process (xdist -n WORKERS), so stopping at the first kill costs no extra start-up.
@@ -59,7 +61,7 @@ class _Entry:
     patch_file: Path
     killed_by: list[str] = field(default_factory=list)
     invalid_in: list[str] = field(default_factory=list)
-    controls: int = 0  # cases run that pass on the parent
+    controls: int = 0  # cases run that pass on the parent (or fail there with known kinds)
     seconds: float = 0.0
 
 
@@ -252,7 +254,7 @@ def _round(matrix, derived, suite, alive, installs, expected, opts) -> dict:
         else {}
     )
     for c in todo:
-        expected.put(installs[c.arm].key, c.id, rows.get(c.id, {}).get("verdict", "missing"))
+        expected.put(installs[c.arm].key, c.id, _outcome(rows.get(c.id)))
     expected.save()
     for e in alive:
         _classify(
@@ -273,14 +275,32 @@ def _round(matrix, derived, suite, alive, installs, expected, opts) -> dict:
     }
 
 
+def _kinds(row: dict) -> set[str]:
+    failure = row.get("failure") or {}
+    return set(failure.get("kinds") or [failure.get("kind")]) - {None}
+
+
+def _outcome(row: dict | None) -> str:
+    """A parent case's verdict as kept in expected.json; a fail with its kinds
+    ("fail:a,b")."""
+    if row is None:
+        return "missing"
+    if row["verdict"] == "fail" and _kinds(row):
+        return "fail:" + ",".join(sorted(_kinds(row)))
+    return row["verdict"]
+
+
 def _classify(e: _Entry, suite, parents, mine, rows, expected, installs) -> None:
     for parent, case in zip(parents, mine, strict=True):
-        if expected.get(installs[parent.arm].key, parent.id) != "pass":
+        was = expected.get(installs[parent.arm].key, parent.id) or ""
+        if was != "pass" and not was.startswith("fail:"):
             continue
         e.controls += 1
         row = rows.get(case.id)
         e.seconds += float(row.get("duration_s", 0.0)) if row else 0.0
         verdict = row["verdict"] if row else "missing"
+        if verdict == "fail" and was.startswith("fail:"):
+            verdict = "fail" if _kinds(row) - set(was[5:].split(",")) else "as before"
         if verdict == "fail" and suite not in e.killed_by:
             e.killed_by.append(suite)
         elif verdict in ("invalid", "missing") and suite not in e.invalid_in:

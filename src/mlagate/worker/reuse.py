@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from mlagate.worker.rollback import leaves
+from mlagate.worker.rollback import leaves, prompt_trim
 from mlagate.worker.serving import NotServable, Side
 from mlagate.worker.ulps import BITS, ulp
 
@@ -60,12 +60,13 @@ class ReuseOps:
             if not (hasattr(cm, "save_prompt_cache") and hasattr(cm, "load_prompt_cache")):
                 raise NotServable("the runtime has no save_prompt_cache/load_prompt_cache")
             return cm
-        if hasattr(cm, "trim_prompt_cache"):
+        cache_trim = prompt_trim(cm)
+        if cache_trim is not None:
 
             def trim_lm(cache, prefix_len, n):
                 if hasattr(cm, "can_trim_prompt_cache") and not cm.can_trim_prompt_cache(cache):
                     raise Refused("can_trim_prompt_cache refuses the cache (it prefills cold)")
-                return cm.trim_prompt_cache(cache, n)
+                return cache_trim(cache, n)
 
             return trim_lm
         disp = self._serving_runtime(entry, "generate.dispatch")

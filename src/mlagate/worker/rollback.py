@@ -57,6 +57,28 @@ class Selections:
         )
 
 
+def has_transaction(cache_state) -> bool:
+    """Whether the runtime's `speculative.cache_state` module (None: it has none) holds its
+    speculative cache transaction (the one rule, for rollback scripts and per-row rejection)."""
+    return cache_state is not None and hasattr(cache_state, "start_speculative_cache")
+
+
+def prompt_trim(cache_mod):
+    """The runtime's cache-list trim, `trim_prompt_cache`, or None where it has none (each
+    cache's own `trim` then): the one rule for rollback, per-row rejection and prompt reuse."""
+    return getattr(cache_mod, "trim_prompt_cache", None)
+
+
+def drop_tokens(cache_mod, cache: list, n: int) -> None:
+    """Drop the last n tokens of a cache list by prompt_trim's rule."""
+    trim = prompt_trim(cache_mod)
+    if trim is not None:
+        trim(cache, n)
+    else:
+        for c in cache:
+            c.trim(n)
+
+
 def rollback_api(package: str, route: str | None = None) -> tuple[str, object]:
     """The runtime's own way to drop rejected tokens: (name, module providing it), from package,
     the module's own runtime package (mlagate.worker.importers.runtime_root). With route
@@ -64,12 +86,12 @@ def rollback_api(package: str, route: str | None = None) -> tuple[str, object]:
     speculative cache transaction: the rollback its drafters and prompt-cache reuse call."""
     try:
         txn = importlib.import_module(f"{package}.speculative.cache_state")
-        if hasattr(txn, "start_speculative_cache") and route != "trim":
+        if has_transaction(txn) and route != "trim":
             return "transaction", txn
     except ImportError:
         pass
     cache_mod = importlib.import_module(f"{package}.models.cache")
-    if hasattr(cache_mod, "trim_prompt_cache"):
+    if prompt_trim(cache_mod) is not None:
         return "trim_prompt_cache", cache_mod
     return "trim", cache_mod
 

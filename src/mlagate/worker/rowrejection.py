@@ -21,7 +21,7 @@ level; MLX and the runtime arrive through the worker.
 
 from __future__ import annotations
 
-from mlagate.worker.rollback import leaves
+from mlagate.worker.rollback import drop_tokens, has_transaction, leaves
 
 
 def refusing(cache, needs: tuple[str, ...], trimmable: bool) -> list[str]:
@@ -42,13 +42,9 @@ class RowRejectionOps:
 
     def drop(self, entry: dict, cache: list, n: int) -> None:
         """Drop the last n tokens of one cache list through the runtime's trim_prompt_cache, else
-        each cache's trim (the one trim of the uniform rejection and of the extract route)."""
-        cm = self._cache_module(entry)
-        if hasattr(cm, "trim_prompt_cache"):
-            cm.trim_prompt_cache(cache, n)
-        else:
-            for c in cache:
-                c.trim(n)
+        each cache's trim (rollback.drop_tokens; the uniform rejection's and the extract
+        route's)."""
+        drop_tokens(self._cache_module(entry), cache, n)
 
     def open_rejection(self, entry: dict, cache, step: dict, side):
         """Before a step of the transaction route: the runtime's speculative cache transaction
@@ -57,7 +53,7 @@ class RowRejectionOps:
         if step.get("route") != "transaction":
             return None
         cs = self._serving_runtime(entry, "speculative.cache_state")
-        if cs is None or not hasattr(cs, "start_speculative_cache"):
+        if not has_transaction(cs):
             side.per_row["transaction"] = "the runtime has no speculative cache transaction"
             return None
         stateful = refusing(cache, ("trim",), trimmable=False)

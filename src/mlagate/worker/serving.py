@@ -97,9 +97,9 @@ class ServingOps:
     def _cache_module(self, entry: dict):
         return importlib.import_module(f"{root_of(self, entry)}.models.cache")
 
-    def _route(self, entry: dict) -> str:
-        """The runtime's batching route: "vlm" (_make_cache, left padding, attention_mask) or
-        "lm" (_merge_caches, right padding, prepare/finalize)."""
+    def _batching(self, entry: dict) -> str:
+        """How the runtime batches ("batching" in a reply): "vlm" (_make_cache, left padding,
+        attention_mask) or "lm" (_merge_caches, right padding, prepare/finalize)."""
         ar = self._serving_runtime(entry, "generate.ar")
         if ar is not None and hasattr(ar, "_make_cache"):
             return "vlm"
@@ -220,7 +220,7 @@ class ServingOps:
         lengths = [len(r) for r in rows]
         width = max(lengths)
         pads = [width - n for n in lengths]
-        if self._route(entry) == "vlm":
+        if self._batching(entry) == "vlm":
             self._batched_rotating(req)
             cache = self._serving_runtime(entry, "generate.ar")._make_cache(
                 entry["model"],
@@ -278,7 +278,7 @@ class ServingOps:
         array of the batch positions kept, mlx-lm with a list)."""
         kept = [r for r in alive if r in keep]
         positions = [alive.index(r) for r in kept]
-        if self._route(entry) == "vlm":
+        if self._batching(entry) == "vlm":
             positions = self.mx.array(positions, self.mx.int32)
         for c in cache:
             c.filter(positions)
@@ -319,18 +319,14 @@ class ServingOps:
             "rows": rows,
             "errors": {"tested": tested.error, "reference": ref.error},
             "classes": {"tested": sorted(tested.classes), "reference": sorted(ref.classes)},
-            "route": self._route_or_none(req),
+            "batching": self._batching_or_none(req),
             "untrimmable": sorted(set(tested.untrimmable) | set(ref.untrimmable)),
-            "per_row_rejection": "; ".join(
-                f"the {route} route: {why}"
-                for route, why in sorted({**ref.per_row, **tested.per_row}.items())
-            )
-            or None,
+            "per_row_rejection": dict(sorted({**ref.per_row, **tested.per_row}.items())),
         }
 
-    def _route_or_none(self, req: dict) -> str | None:
+    def _batching_or_none(self, req: dict) -> str | None:
         try:
-            return self._route(self.models[req["key"]])
+            return self._batching(self.models[req["key"]])
         except NotServable:
             return None
 
