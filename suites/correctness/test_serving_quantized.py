@@ -59,16 +59,7 @@ def test_serving_quantized(mla):
                             f"{', '.join(reply['classes']['tested'])}",
                         )
                     )
-                wrong = [r for r in reply["rows"] if r["tested_path"] != r["reference_path"]]
-                if wrong:
-                    w = wrong[0]
-                    problems.append(
-                        (
-                            "wrong_path",
-                            f"{label}: row {w['row']} step {w['step']} took {w['tested_path']} "
-                            f"quantized, {w['reference_path']} plain ({len(wrong)} such)",
-                        )
-                    )
+                sv.check_paths(reply["rows"], label, "quantized", problems)
                 sv.check_forced(reply, force, label, problems)
                 if reply["errors"]["tested"]:
                     mla.metric("cases", table)

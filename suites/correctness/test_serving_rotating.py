@@ -77,16 +77,7 @@ def test_serving_rotating(mla):
             found, table[label] = sv.judge(fit, label, same, 0.0, "rotating_mismatch", steps)
             problems += found
             problems += _rotates(reply, fit, size, same, label, problems, table[label])
-            wrong = [r for r in fit["rows"] if r["tested_path"] != r["reference_path"]]
-            if wrong:
-                w = wrong[0]
-                problems.append(
-                    (
-                        "wrong_path",
-                        f"{label}: row {w['row']} step {w['step']} took {w['tested_path']} "
-                        f"rotating, {w['reference_path']} plain ({len(wrong)} such)",
-                    )
-                )
+            sv.check_paths(fit["rows"], label, "rotating", problems)
             sv.check_forced(reply, force, label, problems)
             if reply["errors"]["tested"]:
                 mla.metric("cases", table)

@@ -174,6 +174,21 @@ def _where(step: int, steps) -> str:
     return "prefill" if step == 0 else f"step {step} (L={steps[step - 1]['width']})"
 
 
+def check_paths(rows, label: str, cache: str, problems: list) -> None:
+    """wrong_path when a row's step took another path on the `cache` side than on its plain run
+    (the first such, and how many)."""
+    wrong = [r for r in rows if r["tested_path"] != r["reference_path"]]
+    if wrong:
+        w = wrong[0]
+        problems.append(
+            (
+                "wrong_path",
+                f"{label}: row {w['row']} step {w['step']} took {w['tested_path']} "
+                f"{cache}, {w['reference_path']} plain ({len(wrong)} such)",
+            )
+        )
+
+
 def check_forced(reply: dict, force, label: str, problems: list) -> None:
     """A forced run whose counters saw another path measured nothing forced: invalid."""
     if force is None:
