@@ -234,6 +234,9 @@ ARCHIVES = sorted(
 )
 
 
+OLDER = ("mlagate.result/1", "mlagate.result/2")  # what the committed archives hold
+
+
 def _verdict_changes(archive) -> list[str]:
     """Each reference case whose verdict or outcome differs once read through the upgrade, by
     case id (with a count check: no case lost or added; an A/A case run twice is two)."""
@@ -248,8 +251,8 @@ def _verdict_changes(archive) -> list[str]:
     changed = []
     for row in rows:
         old = raw[row["case_id"], row.get("runner"), row.get("started")]
-        assert old["schema"] == "mlagate.result/1" and row["schema"] == "mlagate.result/3"
-        assert row["upgraded_from"] == "mlagate.result/1"
+        assert old["schema"] in OLDER and row["schema"] == "mlagate.result/3"
+        assert row["upgraded_from"] == old["schema"]
         if (row["verdict"], outcomes.outcome(row)) != (old["verdict"], _old_outcome(old)):
             changed.append(row["case_id"])
     assert results.upgraded_line(rows).startswith(f"upgraded: {len(rows)} results written as")
