@@ -2,7 +2,7 @@
 
     python benchmarks/l1_power.py [--runs 5] [--sizes 0,2,5,10] [--geometry deepseek-v3]
         [--mode busy|sleep|work] [--steps JSON] [--gate KEY=VALUE]... [--name cpu]
-        [--out-dir docs/reference/cpu] [-- RUN_ARGS...]
+        [--out-dir docs/reference/cpu] [--continue] [--until SECONDS] [-- RUN_ARGS...]
 
 RUN_ARGS go to every `mlagate run` (a loaded machine: `-- --allow-unfit`; the H200:
 `-- --backend cuda --profile full --runner linux-cuda-h200`). `--gate max_pairs=24` or
@@ -99,24 +99,43 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     lines_path = out_dir / f"l1-power-{args.name}.jsonl"
     steps: dict[int, float] = {int(t): s for t, s in json.loads(args.steps or "{}").items()}
-    lines = []
-    for i in range(args.runs):
+    lines = _kept(lines_path) if args.resume else []
+    sized = [c["baseline_step_s"] for c in lines if c["size"] == 0 and c["baseline_step_s"]]
+    steps = steps or ({int(t): s for t, s in sized[0].items()} if sized else {})
+    first = max((c["run"] for c in lines), default=-1) + 1
+    started, longest = time.monotonic(), {}
+    for i in range(first, first + args.runs):
         for size in sizes:
             if size and not steps:
                 continue  # sized from the first size-0 run
+            expected = longest.get(size, args.case_s)
+            if args.until and time.monotonic() - started + expected > args.until:
+                print(f"stopped before run {i} size {size:g}: --until {args.until:g} s")
+                break
             matrix = _matrix(folder, sizes, steps, args)
             for line in _gate_run(i, size, matrix, args):
+                longest[size] = max(longest.get(size, 0.0), line["case_s"] + 15)
                 lines.append(line)
                 with open(lines_path, "a") as fh:
                     fh.write(json.dumps(line) + "\n")
                 print(json.dumps({k: line[k] for k in ("run", "size", "verdict", "case_s")}))
                 if size == 0 and not steps:
                     steps = line["baseline_step_s"]
+        else:
+            continue
+        break
     table = summary(lines, sizes)
     doc = {"machine": _machine(), "gates": _gates(folder, args), "steps_s": steps, "table": table}
     (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out_dir / f"l1-power-{args.name}.md").write_text(markdown(doc))
     print(markdown(doc))
+
+
+def _kept(path: Path) -> list[dict]:
+    """The case lines of earlier invocations (--continue), each a JSON object."""
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def summary(lines: list[dict], sizes: list[float]) -> list[dict]:
@@ -307,6 +326,18 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument(
         "--steps", default=None, help='JSON {"T": seconds}: the L = 1 steps (skips sizing)'
     )
+    ap.add_argument(
+        "--continue", dest="resume", action="store_true",
+        help="keep OUT-DIR/l1-power-NAME.jsonl's cases: counted, sizing reused, runs numbered on",
+    )  # fmt: skip
+    ap.add_argument(
+        "--until", type=float, default=None,
+        help="seconds: no case is started that may not end by then (a call of limited length)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--case-s", type=float, default=200.0,
+        help="a size's expected case time before one was measured (for --until)",
+    )  # fmt: skip
     ap.add_argument("--mode", default="busy", choices=("busy", "sleep", "work"), help="how to wait")
     ap.add_argument("--name", default="cpu", help="the output files' suffix")
     ap.add_argument("--out-dir", default=str(ROOT / "docs/reference/cpu"))

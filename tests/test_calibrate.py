@@ -199,3 +199,64 @@ def test_a_runner_whose_aa_floor_is_wider_than_the_widest_tolerance_is_refused()
     (gate,) = calibrate.calibrate(rows, "linux-cpu")["gates"]
     assert gate["bound"] is None and "A/A intervals reach 17.0%" in gate["refused"]
     assert "# tolerance: refused" in calibrate.snippet(calibrate.calibrate(rows, "linux-cpu"))
+
+
+def _eq_row(absorbed_p99, materialised_p99, delta_p99=(1.0, 2.0), worst=30.0, runner="linux-cpu"):
+    """An equivalence result with one float32/none table over widths 2 and 8."""
+    table = {
+        f"float32/none/L={L}": {
+            "absorbed": {"p99": absorbed_p99, "max": worst},
+            "materialised": {"p99": materialised_p99, "max": worst / 2},
+            "delta": {"p99": d, "max": d},
+        }
+        for L, d in zip((2, 8), delta_p99, strict=True)
+    }
+    return {
+        "case_id": f"equivalence::{absorbed_p99}",
+        "suite": "equivalence",
+        "arm": "fixed",
+        "module": "mlx-lm/deepseek_v3",
+        "geometry": {"id": "deepseek-v3"},
+        "runner": runner,
+        "backend": "cpu",
+        "metrics": {"errors_ulps": table},
+    }
+
+
+BUDGETS = {
+    "float32": {"cpu": {"absorbed_factor": 4, "growth_factor": 4, "floor_ulps": 4, "max_ulps": 512}}
+}
+
+
+def test_equivalence_budgets_are_proposed_from_the_floor_the_tables_need():
+    rows = [_eq_row(10.0, 20.0), _eq_row(85.0, 20.0, worst=100.0)]  # the second needs 85 - 80 = 5
+    doc = calibrate.calibrate(rows, "linux-cpu", BUDGETS, "cpu")
+    got = {g["gate"]: g for g in doc["gates"]}
+    assert got["budgets.float32.floor_ulps"]["bound"] == 16  # 2 x 5, up to a power of two
+    assert got["budgets.float32.max_ulps"]["bound"] == 256  # 2 x 100, likewise
+    text = calibrate.snippet(doc)
+    assert "cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: 16, max_ulps: 256}" in text
+
+
+def test_a_runner_whose_rounding_floor_swamps_the_paths_is_refused():
+    # absorbed 200 ULP against materialised 20: the floor it needs (120) exceeds the
+    # materialised path's own error, so the factor could no longer tell the paths apart
+    rows = [_eq_row(200.0, 20.0), _eq_row(190.0, 20.0)]
+    doc = calibrate.calibrate(rows, "linux-cpu", BUDGETS, "cpu")
+    for g in doc["gates"]:
+        assert g["bound"] is None and "the floor, not the factor 4, would decide" in g["refused"]
+    assert "# cpu: refused: the floor float32 needs" in calibrate.snippet(doc)
+
+
+def test_the_equivalence_growth_rule_counts_too():
+    rows = [_eq_row(10.0, 10.0, delta_p99=(1.0, 40.0))]  # 40 - 4 x 1 = 36: floor 128 > 10
+    (floor, _) = calibrate.calibrate(rows, "linux-cpu", BUDGETS, "cpu")["gates"]
+    assert floor["refused"] and floor["cases"][0]["value"] == 36.0
+
+
+def test_an_unknown_runner_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "r" / "results").mkdir(parents=True)
+    proc = cli("calibrate", tmp_path / "r", "--runner", "no-such-runner")
+    assert proc.returncode == 2
+    assert "--runner no-such-runner: not a runner of" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -11,9 +11,15 @@ uncalibrated, or not decided before the last look: an earlier stop fitted the to
 with), the smallest tolerance every such case would have passed at, rounded up to a whole
 percent, is the proposed tolerance; refused when no A/A case measured to its last look, or
 when it is wider than MAX_L1_TOLERANCE (a floor that wide hides regressions users feel).
-Writes OUT/calibration.json
-(mlagate.calibration/1: every case's interval, per gate) and OUT/budgets.yaml (a matrix snippet
-of the proposals).
+And the equivalence budgets per dtype (`mlagate run --suite equivalence` results): with the
+matrix's factors, twice the least floor_ulps every measured dtype/quant table would pass at
+(rounded up to a power of two, at least MIN_FLOOR_ULPS), refused when that floor reaches the
+materialised path's own p99 error in half the tables (the floor, not the factor, would then
+decide: the runner's rounding cannot tell the paths apart); max_ulps twice the worst error
+seen, rounded up likewise.
+
+Writes OUT/calibration.json (mlagate.calibration/1: every case's interval, per gate) and
+OUT/budgets.yaml (a matrix snippet of the proposals).
 Exit 0 when every gate found got a proposal, 1 when one was refused, 2 on bad input.
 """
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +59,7 @@ SEPARATION = (
 
 
 MAX_L1_TOLERANCE = 0.10  # a chosen ceiling (wider hides regressions users feel), not measured
+MIN_FLOOR_ULPS = 4  # chosen: correct paths differ by an ULP or two of the output's rounding
 
 
 def _last_look(seq: dict) -> int | None:
@@ -69,9 +77,7 @@ def _aa_case(r: dict) -> dict | None:
     interval is bounded by that tolerance). Falls back to every row, marked not counted."""
     m = r.get("metrics") or {}
     seq = m.get("sequential") or {}
-    finite = [
-        t for t in (m.get("l1") or {}).values() if all(map(math.isfinite, t.get("ci") or ()))
-    ]
+    finite = [t for t in (m.get("l1") or {}).values() if all(map(math.isfinite, t.get("ci") or ()))]
     if r["suite"] != "l1_parity" or not m.get("aa") or not finite:
         return None
     uncalibrated = "tolerance" in seq and seq["tolerance"] is None
@@ -172,8 +178,93 @@ def propose(cases: list[dict]) -> dict:
     return {"bound": round(math.sqrt(floor * ceiling), 3), **ends, "refused": None}
 
 
-def calibrate(rows: list[dict], runner: str) -> dict:
-    """The calibration document of one runner from its results."""
+def _pow2(x: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(x))) if x > 1 else 1
+
+
+def _ulp_tables(rows: list[dict], dtype: str, factors: dict) -> list[dict]:
+    """Each measured equivalence table of one dtype (a case's dtype/quant): the floor it needs
+    under the factors (test_equivalence.budget_problems' rules solved for floor_ulps), its
+    materialised p99 error at the narrowest width and its worst error."""
+    out = []
+    for r in rows:
+        tables = _dig(r.get("metrics") or {}, ("errors_ulps",)) or {}
+        grouped: dict[str, dict[int, dict]] = {}
+        for key, st in tables.items():
+            d, quant, width = key.split("/")
+            if d == dtype:
+                grouped.setdefault(quant, {})[int(width.removeprefix("L="))] = st
+        for quant, by_l in sorted(grouped.items()):
+            lo, hi = min(by_l), max(by_l)
+            need = max(
+                0.0,
+                by_l[hi]["delta"]["p99"] - factors["growth_factor"] * by_l[lo]["delta"]["p99"],
+                *(
+                    st["absorbed"]["p99"] - factors["absorbed_factor"] * st["materialised"]["p99"]
+                    for st in by_l.values()
+                ),
+            )
+            worst = max(
+                max(st["absorbed"]["max"], st["materialised"]["max"]) for st in by_l.values()
+            )
+            out.append(
+                {
+                    "case": r["case_id"],
+                    "arm": r["arm"],
+                    "module": r["module"],
+                    "geometry": results.geometry_label(r),
+                    "control": bool(r.get("control")),
+                    "quant": quant,
+                    "value": round(need, 3),
+                    "interval": [round(by_l[lo]["materialised"]["p99"], 3), round(worst, 3)],
+                }
+            )
+    return out
+
+
+def ulp_budgets(rows: list[dict], budgets: dict, backend: str) -> list[dict]:
+    """equivalence's floor_ulps and max_ulps per dtype measured on the runner (each case:
+    value = the floor it needs, interval = [materialised p99 at the narrowest width, worst
+    error]); the factors are the matrix's, not calibrated."""
+    gates = []
+    for dtype, per_backend in budgets.items():
+        factors = per_backend.get(backend)
+        if not isinstance(factors, Mapping):
+            continue
+        cases = _ulp_tables([r for r in rows if r["suite"] == "equivalence"], dtype, factors)
+        if not cases:
+            continue
+        floor = max(_pow2(2 * max(c["value"] for c in cases)), MIN_FLOOR_ULPS)
+        own = sorted(c["interval"][0] for c in cases)
+        median_own = own[len(own) // 2]
+        refused = (
+            f"the floor {dtype} needs here ({floor} ULP) reaches the materialised path's own "
+            f"p99 error (median {median_own:.3g} ULP over {len(cases)} tables): the floor, not "
+            f"the factor {factors['absorbed_factor']}, would decide"
+            if floor >= median_own
+            else None
+        )
+        worst = _pow2(2 * max(c["interval"][1] for c in cases))
+        for gate, bound in (("floor_ulps", floor), ("max_ulps", worst)):
+            gates.append(
+                {
+                    "suite": "equivalence",
+                    "gate": f"budgets.{dtype}.{gate}",
+                    "per_backend": True,
+                    "bound": None if refused else bound,
+                    "refused": refused,
+                    "factors": {k: factors[k] for k in ("absorbed_factor", "growth_factor")},
+                    "cases": cases,
+                }
+            )
+    return gates
+
+
+def calibrate(
+    rows: list[dict], runner: str, budgets: dict | None = None, backend: str | None = None
+) -> dict:
+    """The calibration document of one runner from its results; `budgets`: the matrix's
+    equivalence budgets, read for their factors on the runner's `backend`."""
     mine = [r for r in rows if r.get("runner") == runner]
     if not mine:
         raise UsageError(f"calibrate: no results of runner {runner}")
@@ -196,17 +287,41 @@ def calibrate(rows: list[dict], runner: str) -> dict:
     floor = aa_floor(mine)
     if floor:
         gates.append(floor)
+    gates += ulp_budgets(mine, budgets or {}, backend or backends[0])
     if not gates:
-        names = ", ".join(sorted({s.suite for s in SEPARATION} | {"l1_parity (--aa)"}))
+        names = ", ".join(
+            sorted({s.suite for s in SEPARATION} | {"l1_parity (--aa)", "equivalence"})
+        )
         raise UsageError(f"calibrate: runner {runner} has no measured case of {names}")
-    return {"schema": SCHEMA, "runner": runner, "backend": backends[0], "gates": gates}
+    return {"schema": SCHEMA, "runner": runner, "backend": backend or backends[0], "gates": gates}
 
 
 def snippet(doc: dict) -> str:
     """The matrix snippet of the proposals (refused gates as comments)."""
     lines = [f"# mlagate calibrate --runner {doc['runner']}: proposals from calibration.json"]
     lines.append("suites:")
+    ulps = [g for g in doc["gates"] if g["suite"] == "equivalence"]
+    if ulps:
+        lines += ["  equivalence:", "    gates:", "      budgets:"]
+    for dtype in dict.fromkeys(g["gate"].split(".")[1] for g in ulps):
+        mine = {g["gate"].split(".")[2]: g for g in ulps if g["gate"].split(".")[1] == dtype}
+        first = next(iter(mine.values()))
+        lines.append(f"        {dtype}:")
+        if first["bound"] is None:
+            lines.append(f"          # {doc['backend']}: refused: {first['refused']}")
+            continue
+        values = ", ".join(
+            [f"{k}: {v}" for k, v in first["factors"].items()]
+            + [f"{k}: {g['bound']}" for k, g in mine.items()]
+        )
+        lines.append(
+            f"          {doc['backend']}: {{{values}}}  # {len(first['cases'])} tables: floors "
+            f"needed up to {max(c['value'] for c in first['cases']):.3g}, worst error "
+            f"{max(c['interval'][1] for c in first['cases']):.3g}"
+        )
     for g in doc["gates"]:
+        if g["suite"] == "equivalence":
+            continue
         lines += [f"  {g['suite']}:", "    gates:"]
         if g["bound"] is None:
             lines.append(f"      # {g['gate']}: refused: {g['refused']}")
@@ -228,6 +343,11 @@ def add_parser(sub) -> None:
     p.add_argument("dirs", nargs="+", type=Path, help="output folders of mlagate run on it")
     p.add_argument("--runner", required=True, help="the runner label whose results count")
     p.add_argument("--out", type=Path, default=Path("reports/calibrate"), help="output folder")
+    p.add_argument(
+        "--matrix", type=Path, default=None,
+        help="matrix whose runner and equivalence factors count (default: ./matrix.yaml, else "
+        "the bundled one)",
+    )  # fmt: skip
 
 
 def main(args) -> int:
@@ -236,8 +356,18 @@ def main(args) -> int:
     for d in args.dirs:
         if not d.is_dir():
             raise UsageError(f"calibrate: {d}: not a folder")
+    from mlagate.matrix import load
+    from mlagate.paths import default_path
+
+    m = load(args.matrix or default_path())
+    if args.runner not in m.runners:
+        raise UsageError(f"calibrate: --runner {args.runner}: not a runner of {m.path}")
+    budgets = m.suites["equivalence"].gates["budgets"] if "equivalence" in m.suites else {}
     rows = [results.read(p) for d in args.dirs for p in sorted(merge.results_dir(d).glob("*.json"))]
-    doc = documents.validate(calibrate(rows, args.runner), "calibration", "calibration")
+    backend = m.runners[args.runner].backend
+    doc = documents.validate(
+        calibrate(rows, args.runner, budgets, backend), "calibration", "calibration"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     safefiles.write_text(args.out / "calibration.json", json.dumps(doc, indent=1) + "\n")
     safefiles.write_text(args.out / "budgets.yaml", snippet(doc))
