@@ -124,7 +124,7 @@ def main() -> None:
         else:
             continue
         break
-    table = summary(lines, sizes)
+    table = summary(lines, sorted({c["size"] for c in lines} | set(sizes)))
     doc = {"machine": _machine(), "gates": _gates(folder, args), "steps_s": steps, "table": table}
     (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out_dir / f"l1-power-{args.name}.md").write_text(markdown(doc))
