@@ -260,3 +260,41 @@ def test_an_unknown_runner_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2
     assert "--runner no-such-runner: not a runner of" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_uncalibrated_equivalence_budget_measures_then_calibrate_proposes(tmp_path):
+    """A runner whose equivalence budget is uncalibrated gets no verdict: its case measures the
+    errors, is invalid naming calibrate, and calibrate proposes that runner's budget from it."""
+    text = (FIXTURES / "fake-correctness.yaml").read_text()
+    line = (
+        "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: 4, max_ulps: 512}  # cpu"
+    )
+    assert text.count(line) == 2
+    text = text.replace(
+        line,
+        "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: uncalibrated, "
+        "max_ulps: uncalibrated}",
+    )
+    matrix = tmp_path / "m" / "fake-correctness.yaml"
+    shutil.copytree(FIXTURES, matrix.parent, symlinks=True)
+    matrix.write_text(text)
+    out = tmp_path / "out"
+    proc = cli(
+        "run", "--matrix", matrix, "--suite", "equivalence", "--module", "fake/fixed",
+        "--arm", "fake-stock", "--out", out, cache=tmp_path / "cache",
+    )  # fmt: skip
+    (row,) = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
+    assert row["verdict"] == "invalid", row["reason"]
+    assert (
+        "run mlagate calibrate first" in row["reason"] and "float32/bfloat16.cpu" in row["reason"]
+    )
+    assert row["metrics"]["errors_ulps"], "the case measured before it said so"
+    proc = cli(
+        "calibrate", out, "--matrix", matrix, "--runner", "linux-cpu", "--out", tmp_path / "c"
+    )
+    doc = json.loads((tmp_path / "c" / "calibration.json").read_text())
+    got = {g["gate"]: g for g in doc["gates"]}
+    assert set(got) == {
+        f"budgets.{d}.{k}" for d in ("float32", "bfloat16") for k in ("floor_ulps", "max_ulps")
+    }
+    assert all(g["cases"] for g in got.values()), proc.stdout
