@@ -6,6 +6,7 @@ mlx-vlm's the filled part: tests/test_primed_state.py has both forms)."""
 import json
 
 import pytest
+import yaml
 
 from .conftest import ROOT, cli
 
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.arms
 def test_every_round_loads_the_caches_primed_once(module, arm, real_cache, tmp_path):
     out = tmp_path / "out"
     proc = cli(
-        "run", "--suite", "l1_parity", "--module", module, "--arm", arm, "--out", out,
-        "--allow-unfit", cwd=ROOT, cache=real_cache,
+        "run", "--matrix", _loose_matrix(tmp_path), "--suite", "l1_parity", "--module", module,
+        "--arm", arm, "--out", out, "--allow-unfit", cwd=ROOT, cache=real_cache,
     )  # fmt: skip
     rows = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     measured = [r for r in rows if r["evidence"] != "argued"]
@@ -36,3 +37,25 @@ def test_every_round_loads_the_caches_primed_once(module, arm, real_cache, tmp_p
     rounds = [p["seconds"] for p in m["pairs"] if "seconds" in p]
     assert len(rounds) == m["sequential"]["process_pairs"]
     assert {row["estimator"] for row in m["l1"].values()} <= {"mean", "trimmed"}
+
+
+def _loose_matrix(tmp_path):
+    """The shipped matrix with l1_parity's tolerance and pairs of a loaded test machine (this
+    test checks the loading of primed caches, not the gate; under tox's parallel tests the
+    shipped 3.2 % is not decidable)."""
+    m = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    gates = m["suites"]["l1_parity"]["gates"]
+    gates["tolerance"]["cpu"], gates["max_pairs"] = 0.10, 12
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("matrix.yaml", ".git", ".venv"):
+            (folder / entry.name).symlink_to(entry)
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.dump(m, Dumper=_NoAliases, sort_keys=False))
+    return path
+
+
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data) -> bool:
+        return True  # the matrix reader refuses YAML aliases
