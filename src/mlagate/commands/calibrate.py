@@ -85,11 +85,8 @@ def _aa_case(r: dict) -> dict | None:
     counted = [t for t in finite if uncalibrated or (last and t.get("pairs") == last)]
     worst = max(counted or finite, key=lambda t: max(map(abs, t["ci"])))
     return {
-        "case": r["case_id"],
-        "arm": r["arm"],
-        "module": r["module"],
-        "geometry": results.geometry_label(r),
-        "control": False,
+        **_named(r),
+        "control": False,  # an A/A case is the arm against itself
         "value": worst["change"],
         "interval": [float(worst["ci"][0]), float(worst["ci"][1])],
         "counted": bool(counted),
@@ -146,17 +143,20 @@ def observed(rows: list[dict], sep: Separation) -> list[dict]:
         if r["suite"] != sep.suite or value is None or not interval:
             continue
         out.append(
-            {
-                "case": r["case_id"],
-                "arm": r["arm"],
-                "module": r["module"],
-                "geometry": results.geometry_label(r),
-                "control": bool(r.get("control")),
-                "value": value,
-                "interval": [float(interval[0]), float(interval[1])],
-            }
+            {**_named(r), "value": value, "interval": [float(interval[0]), float(interval[1])]}
         )
     return out
+
+
+def _named(r: dict) -> dict:
+    """What names a case in calibration.json: its id, arm, module, geometry, control or fixed."""
+    return {
+        "case": r["case_id"],
+        "arm": r["arm"],
+        "module": r["module"],
+        "geometry": results.geometry_label(r),
+        "control": bool(r.get("control")),
+    }
 
 
 def propose(cases: list[dict]) -> dict:
@@ -209,11 +209,7 @@ def _ulp_tables(rows: list[dict], dtype: str, factors: dict) -> list[dict]:
             )
             out.append(
                 {
-                    "case": r["case_id"],
-                    "arm": r["arm"],
-                    "module": r["module"],
-                    "geometry": results.geometry_label(r),
-                    "control": bool(r.get("control")),
+                    **_named(r),
                     "quant": quant,
                     "value": round(need, 3),
                     "interval": [round(by_l[lo]["materialised"]["p99"], 3), round(worst, 3)],
