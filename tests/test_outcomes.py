@@ -522,6 +522,9 @@ def test_ctrl_c_on_a_run_exits_130(fake_matrix, fake_cache, tmp_path):
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # a shell without job control starts its background commands with SIGINT ignored, and
+        # a Python started so keeps ignoring it: give the run the default, as a terminal would
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not (out / "plan.json").exists() and time.monotonic() < deadline:
