@@ -258,7 +258,7 @@ def test_an_unknown_runner_is_one_line_and_exit_2(tmp_path):
     (tmp_path / "r" / "results").mkdir(parents=True)
     proc = cli("calibrate", tmp_path / "r", "--runner", "no-such-runner")
     assert proc.returncode == 2
-    assert "--runner no-such-runner: not a runner of" in proc.stderr
+    assert "--runner: unknown runner label 'no-such-runner'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 

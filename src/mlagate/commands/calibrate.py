@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlagate import results, safefiles
+from mlagate.commands import args as cargs
 from mlagate.errors import UsageError
 from mlagate.gate import merge
 
@@ -352,15 +353,9 @@ def main(args) -> int:
     for d in args.dirs:
         if not d.is_dir():
             raise UsageError(f"calibrate: {d}: not a folder")
-    from mlagate.matrix import load
-    from mlagate.paths import default_path
-
-    m = load(args.matrix or default_path())
-    if args.runner not in m.runners:
-        raise UsageError(f"calibrate: --runner {args.runner}: not a runner of {m.path}")
+    m, backend, _, _ = cargs.context(args)  # an unknown --runner is refused there
     budgets = m.suites["equivalence"].gates["budgets"] if "equivalence" in m.suites else {}
     rows = [results.read(p) for d in args.dirs for p in sorted(merge.results_dir(d).glob("*.json"))]
-    backend = m.runners[args.runner].backend
     doc = documents.validate(
         calibrate(rows, args.runner, budgets, backend), "calibration", "calibration"
     )
