@@ -126,6 +126,11 @@ def test_a_broken_contract_is_a_one_line_error_naming_it(tmp_path, run_cli):
             "gates: {seed: {type: int}}\nplan_check:\n"
             "  - {rule: aligned_and_misaligned, past_topk: seed}",
         ): "list gates",
+        CONTRACT.replace(
+            "gates: {}",
+            "gates: {seed: {type: int}}\ngate_check:\n  - {rule: batch_rows, rows: seed, "
+            "widths: seed, leave: seed, cold_rows: seed, counts: [seed, nope], kept_counts: []}",
+        ): "gate_check.0.counts: 'nope' is not a gate",
     }
     for text, said in cases.items():
         contract = tmp_path / "toy.suite.yaml"

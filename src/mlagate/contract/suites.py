@@ -243,9 +243,7 @@ def read(path: Path) -> dict:
     """The contract document of a suite file, validated; ContractError (one line) else."""
     where = contract_path(path)
     if not where.is_file():
-        raise ContractError(
-            f"{path}: no contract {where.name} beside it (mlagate.contract.suites)"
-        )
+        raise ContractError(f"{path}: no contract {where.name} beside it (mlagate.contract.suites)")
     try:
         data = _plain(yamlread.compose(yamlread.read_text(where)))
         documents.validate(data, "suite", str(where))
@@ -271,7 +269,9 @@ def read(path: Path) -> dict:
                 )
     for i, rule in enumerate(data.get("gate_check", [])):
         for k, v in rule.items():
-            for name in [v] if isinstance(v, str) and k != "rule" else v if k != "rule" else []:
+            if k == "rule":
+                continue
+            for name in [v] if isinstance(v, str) else v:
                 if name not in data["gates"]:
                     raise ContractError(f"{where}: gate_check.{i}.{k}: {name!r} is not a gate")
     try:
