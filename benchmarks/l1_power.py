@@ -104,26 +104,22 @@ def main() -> None:
     steps = steps or ({int(t): s for t, s in sized[0].items()} if sized else {})
     first = max((c["run"] for c in lines), default=-1) + 1
     started, longest = time.monotonic(), {}
-    for i in range(first, first + args.runs):
-        for size in sizes:
-            if size and not steps:
-                continue  # sized from the first size-0 run
-            expected = longest.get(size, args.case_s)
-            if args.until and time.monotonic() - started + expected > args.until:
-                print(f"stopped before run {i} size {size:g}: --until {args.until:g} s")
-                break
-            matrix = _matrix(folder, sizes, steps, args)
-            for line in _gate_run(i, size, matrix, args):
-                longest[size] = max(longest.get(size, 0.0), line["case_s"] + 15)
-                lines.append(line)
-                with open(lines_path, "a") as fh:
-                    fh.write(json.dumps(line) + "\n")
-                print(json.dumps({k: line[k] for k in ("run", "size", "verdict", "case_s")}))
-                if size == 0 and not steps:
-                    steps = line["baseline_step_s"]
-        else:
-            continue
-        break
+    for i, size in ((i, size) for i in range(first, first + args.runs) for size in sizes):
+        if size and not steps:
+            continue  # sized from the first size-0 run
+        expected = longest.get(size, args.case_s)
+        if args.until and time.monotonic() - started + expected > args.until:
+            print(f"stopped before run {i} size {size:g}: --until {args.until:g} s")
+            break
+        matrix = _matrix(folder, sizes, steps, args)
+        for line in _gate_run(i, size, matrix, args):
+            longest[size] = max(longest.get(size, 0.0), line["case_s"] + 15)
+            lines.append(line)
+            with open(lines_path, "a") as fh:
+                fh.write(json.dumps(line) + "\n")
+            print(json.dumps({k: line[k] for k in ("run", "size", "verdict", "case_s")}))
+            if size == 0 and not steps:
+                steps = line["baseline_step_s"]
     table = summary(lines, sorted({c["size"] for c in lines} | set(sizes)))
     doc = {"machine": _machine(), "gates": _gates(folder, args), "steps_s": steps, "table": table}
     (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
