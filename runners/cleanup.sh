@@ -52,7 +52,7 @@ if [ -n "$keep" ] && [ -d "$cache/scans" ]; then
   find "$cache/scans" -mindepth 1 -maxdepth 1 -type f -name '*.json' -mtime +"$max_age" -delete
 fi
 if [ -d "$store/results" ]; then
-  pruned="$(find "$store/results" -mindepth 1 -maxdepth 1 -type f -name '*.json' -mtime +"$store_age" -print -delete | wc -l)"
+  pruned="$(find "$store/results" -mindepth 1 -maxdepth 2 -type f -name '*.json' -mtime +"$store_age" -print -delete | wc -l)"
   [ "$pruned" -gt 0 ] && echo "cleanup: pruned $pruned result store entries older than $store_age days"
 fi
 echo "cleanup: done"

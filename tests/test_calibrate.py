@@ -9,7 +9,7 @@ import pytest
 from mlagate.commands import calibrate
 from mlagate.errors import UsageError
 
-from .conftest import FIXTURES, cli
+from .conftest import FIXTURES, cli, uncalibrated_correctness
 
 REAL = FIXTURES / "calibrate"  # two speculative results of the CPU runner (docs/speculative.md)
 
@@ -265,19 +265,7 @@ def test_an_unknown_runner_is_one_line_and_exit_2(tmp_path):
 def test_an_uncalibrated_equivalence_budget_measures_then_calibrate_proposes(tmp_path):
     """A runner whose equivalence budget is uncalibrated gets no verdict: its case measures the
     errors, is invalid naming calibrate, and calibrate proposes that runner's budget from it."""
-    text = (FIXTURES / "fake-correctness.yaml").read_text()
-    line = (
-        "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: 4, max_ulps: 512}  # cpu"
-    )
-    assert text.count(line) == 2
-    text = text.replace(
-        line,
-        "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: uncalibrated, "
-        "max_ulps: uncalibrated}",
-    )
-    matrix = tmp_path / "m" / "fake-correctness.yaml"
-    shutil.copytree(FIXTURES, matrix.parent, symlinks=True)
-    matrix.write_text(text)
+    matrix = uncalibrated_correctness(tmp_path)
     out = tmp_path / "out"
     proc = cli(
         "run", "--matrix", matrix, "--suite", "equivalence", "--module", "fake/fixed",

@@ -9,9 +9,11 @@ MLAGATE_PERF_HEALTH=warn: this shared machine is never idle enough for the stric
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -224,3 +226,123 @@ def test_pushes_to_main_publish_and_append_the_history(gate_repo, tmp_path):
         assert taken in run.job_log("correctness"), run.job_log("correctness")[-3000:]
     index = gate_repo.git("show", "gh-pages:index.html", cwd=gate_repo.origin)
     assert all(sha[:7] in index for sha in shas), "the history index lists both commits"
+
+
+# A fleet's git result store (issue 44): two runners, each an act run of its own with its own
+# arm cache and act workspaces, sharing one local bare origin as the store.
+
+
+def results_store(where: Path) -> str:
+    bare = where / "results.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "-C", str(bare), "config", "uploadpack.allowFilter", "true"], check=True)
+    return f"git+file://{bare}"
+
+
+def store_keys(spec: str) -> list[str]:
+    bare = spec.removeprefix("git+file://")
+    found = subprocess.run(
+        ["git", "--git-dir", bare, "ls-tree", "-r", "--name-only", "mlagate-results", "results/"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return sorted(Path(p).stem for p in found.stdout.split())
+
+
+def store_tip(spec: str) -> str:
+    bare = spec.removeprefix("git+file://")
+    return subprocess.run(
+        ["git", "--git-dir", bare, "rev-parse", "mlagate-results"], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def no_deploy(repo: gha.Repo) -> None:
+    """deploy-pages talks to the Pages API, which cannot run offline: that step is replaced."""
+    wf = repo.path / ".github" / "workflows" / "gate.yml"
+    text = wf.read_text()
+    start = text.index(DEPLOY)
+    end = text.index("\n", start)
+    wf.write_text(text[:start] + "        run: echo 'deploy-pages stand-in'" + text[end:])
+
+
+def push_main(repo: gha.Repo, store: str, cache: Path, artifacts: Path) -> gha.ActRun:
+    sha = repo.commit("main")
+    repo.git("push", "--quiet", "origin", "main")
+    payload = {"ref": "refs/heads/main", "after": sha, "repository": {"full_name": gha.SERVER_REPO}}
+    return repo.act(
+        "push", payload, artifacts, env={"MLAGATE_CACHE": str(cache)},
+        variables={**PERF_WARN, "MLAGATE_STORE": store},
+    )  # fmt: skip
+
+
+def pr_on(repo: gha.Repo, store: str, cache: Path, artifacts: Path) -> gha.ActRun:
+    base = repo.git("rev-parse", "main")
+    payload = {
+        "pull_request": {
+            "number": 8,
+            "head": {"ref": "main", "sha": base, "repo": {"full_name": gha.SERVER_REPO}},
+            "base": {"ref": "main", "sha": base, "repo": {"full_name": gha.SERVER_REPO}},
+        }
+    }
+    return repo.act(
+        "pull_request", payload, artifacts, env={"MLAGATE_CACHE": str(cache)},
+        variables={**PERF_WARN, "MLAGATE_STORE": store},
+    )  # fmt: skip
+
+
+def test_a_pull_request_on_runner_b_reuses_what_runner_a_measured(gate_repo, tmp_path):
+    store = results_store(tmp_path)
+    no_deploy(gate_repo)
+    a = push_main(gate_repo, store, tmp_path / "cache-a", tmp_path / "art-a")
+    assert a.jobs.get("store") == "success" and a.jobs["gate"] == "success", (a.jobs, a.log[-3000:])
+    stored = store_keys(store)
+    assert len(stored) == 1, stored  # dispatch's pass; a timing from this unfit machine never
+    assert "published 1 entries in one commit" in a.job_log("store"), a.job_log("store")[-2000:]
+    tip = store_tip(store)
+
+    b = pr_on(gate_repo, store, tmp_path / "cache-b", tmp_path / "art-b")
+    assert b.jobs["gate"] == "success" and b.jobs.get("store") in (None, "skipped"), b.jobs
+    log = b.job_log("correctness")
+    assert "reuse: 1 of 1 cases taken from git+file://" in log and "0 to measure" in log, log[
+        -3000:
+    ]
+    assert store_tip(store) == tip, "a pull request's run moved the store's ref"
+
+    clone = tmp_path / "tamper"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "mlagate-results", store[4:], str(clone)], check=True
+    )
+    entry = next(clone.glob("results/*/*.json"))
+    data = json.loads(entry.read_text())
+    data["result"]["verdict"] = "fail"
+    entry.write_text(json.dumps(data))
+    for args in (["commit", "-qam", "forged"], ["push", "-q", "origin", "mlagate-results"]):
+        subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@x", *args], cwd=clone,
+                       check=True)  # fmt: skip
+    c = pr_on(gate_repo, store, tmp_path / "cache-b", tmp_path / "art-c")
+    log = c.job_log("correctness")
+    assert f"{entry.stem}.json: ignored: its result does not match its sha256" in log, log[-3000:]
+    assert "reuse: 0 of 1 cases taken" in log and c.jobs["gate"] == "success", c.jobs
+
+
+def test_two_runners_publishing_at_once_both_land(tmp_path):
+    store = results_store(tmp_path)
+    repos = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        repo = gha.Repo(tmp_path / name)
+        gha.copy_project(repo.path)
+        shutil.copy(FIXTURES / "gate" / "matrix.yaml", repo.path / "matrix.yaml")
+        shutil.copy(FIXTURES / "fake-fix.patch", repo.path / "fake-fix.patch")
+        fake_tree(repo.path / "fakemla-tree")
+        if name == "b":  # another runtime file: other keys, so both runs have entries to add
+            model = repo.path / "fakemla-tree" / "fakemla" / "models" / "base.py"  # good imports
+            model.write_text(model.read_text() + "\n# runner b's tree\n")
+        no_deploy(repo)
+        repos.append(repo)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(
+            lambda r: push_main(r, store, r.path.parent / "cache", r.path.parent / "art"), repos
+        ))  # fmt: skip
+    for run in runs:
+        assert run.jobs.get("store") == "success", (run.jobs, run.job_log("store")[-2000:])
+    assert len(store_keys(store)) == 2, store_keys(store)  # one each, neither lost

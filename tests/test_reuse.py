@@ -10,14 +10,17 @@ import pytest
 
 from mlagate import matrix as matrix_mod
 from mlagate.gate import planning
-from mlagate.gate.reuse import keys, store
+from mlagate.gate.reuse import keys
+from mlagate.machine import classes
+from mlagate.machine.system import System
 from mlagate.plan import Selection
+from mlagate.store import folder
 from tests.conftest import FIXTURES, ROOT
 
 PROBES = ROOT / "suites" / "correctness"
 DISPATCH = "  dispatch:  # dispatch\n    kind: correctness  # kind\n"
 DISPATCH += "    gates: {warm_caches: [16, 32], widths: [2, 3, 4, 8]}  # gates\n"
-IDENTITY = {"host": "a", "machine_id": "1"}
+CLASS = "mc-aaaaaaaaaaaa"  # a machine class (mlagate.machine.classes)
 
 
 @pytest.fixture
@@ -50,11 +53,11 @@ def tree(fake_matrix):
     return fake_matrix
 
 
-def derive(path: Path, cache: Path, package: Path = keys.PACKAGE, identity=IDENTITY) -> dict:
+def derive(path: Path, cache: Path, package: Path = keys.PACKAGE, machine_class=CLASS) -> dict:
     """Every measured case's key: {case id: digest}."""
     m = matrix_mod.load(path)
     out = planning.plan(m, Selection(), "quick", "cpu", "linux-cpu", cache)
-    d = keys.Deriver(m, out.installs, "cpu", identity=identity, package=package)
+    d = keys.Deriver(m, out.installs, "cpu", machine_class, package=package)
     return {c.id: d.key(c).digest for c in out.cases if c.evidence != "argued"}
 
 
@@ -154,32 +157,33 @@ def test_mlx_version_and_blas_rekey_every_case(tree, fake_cache, monkeypatch):
     assert changed(k1, derive(tree, fake_cache)) == set(k1)
 
 
-def test_timing_results_are_keyed_by_the_machine(fake_cache):
+def test_timing_results_are_keyed_by_machine_class_and_never_by_host(tree, fake_cache, monkeypatch):
     path = FIXTURES / "fake-perf.yaml"
     m = matrix_mod.load(path)
     here = derive(path, fake_cache)
-    there = derive(path, fake_cache, identity={"host": "b", "machine_id": "2"})
     perf = {c for c in here if m.suites[c.split("::")[0]].kind == "performance"}
-    assert perf and changed(here, there) == perf
+    other_class = derive(path, fake_cache, machine_class="mc-bbbbbbbbbbbb")
+    assert perf and changed(here, other_class) == perf
+    correctness = derive(tree, fake_cache)  # no class in a correctness key
+    assert derive(tree, fake_cache, machine_class="mc-bbbbbbbbbbbb") == correctness
+    # another host of the same class (another name, machine id, runner name): the same keys,
+    # so a timing stands there, and a correctness result stands on every class
+    monkeypatch.setenv("RUNNER_NAME", "mac-b")
+    monkeypatch.setattr(keys.platform, "node", lambda: "another-host")
+    assert derive(path, fake_cache) == here
+    # unnamed, the class is this machine's own (mlagate.machine.classes)
+    mine = classes.of(System(), "cpu").id
+    unnamed = derive(path, fake_cache, machine_class=None)
+    assert unnamed == derive(path, fake_cache, machine_class=mine)
 
 
 def test_store_keeps_decisive_results_and_ignores_bad_entries(tmp_path, capsys):
     from mlagate.results import Result
+    from tests.test_store import CASE as case
 
-    case = {
-        "id": "probes::fake/good::fake-stock::tiny::float32::cpu",
-        "suite": "probes",
-        "module": "fake/good",
-        "arm": "fake-stock",
-        "geometry": "tiny",
-        "dtype": "float32",
-        "backend": "cpu",
-        "profile": "quick",
-        "runner": "linux-cpu",
-    }
     parts = {p: keys.digest(p) for p in ("runtime", "suite", "harness", "matrix", "mlx")}
     key = keys.Key(keys.combine(parts), parts)
-    st = store.Store.at(tmp_path / "store")
+    st = folder.FolderStore(tmp_path / "store")
     invalid = Result(case=case, verdict="invalid", reason="x").to_json()
     assert st.put(key, invalid, "c0") is None  # never an invalid one
     flaky = Result(case=case, verdict="pass").to_json()
@@ -266,10 +270,10 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     full = run_cli(*base, "--out", tmp_path / "full", cache=fake_cache)
     first = _rows(tmp_path / "full")
     assert not any(r.get("reused") for r in first.values())
-    for entry in (st / "results").glob("*.json"):
+    for entry in (st / "results").glob("*/*.json"):
         os.utime(entry, (0, 0))  # a reuse touches its entry, so cleanup.sh keeps what is in use
     again = run_cli(*base, "--out", tmp_path / "again", cache=fake_cache)
-    assert all(e.stat().st_mtime > 0 for e in (st / "results").glob("*.json"))
+    assert all(e.stat().st_mtime > 0 for e in (st / "results").glob("*/*.json"))
     second = _rows(tmp_path / "again")
     assert full.returncode == again.returncode == 1, again.stdout + again.stderr
     assert set(first) == set(second)
@@ -292,6 +296,14 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     assert junit.count("reused: from run " + one["reused"]["run_id"]) == 6, junit
     page = (tmp_path / "html" / "index.html").read_text()
     assert "reused: 6 of 8 results" in page
+    # each row says who measured it, and a reused one that it came from the store
+    host, mc = one["host"], one["machine_class"]["id"]
+    assert host == first[sorted(reused)[0]]["host"] and mc.startswith("mc-")
+    assert f"measured on: 6 by {host} ({mc}) from the store; 2 by {host} ({mc})" in summary
+    red = [line for line in summary.splitlines() if line.startswith("| regression")]
+    assert red and all(f"host {host}, class {mc}" in line for line in red), summary
+    assert any(f"class {mc}, from the store |" in line for line in red), summary
+    assert page.count('<span class="from-store">from the store</span>') >= 6
 
     plan = run_cli("plan", "--matrix", fake_matrix, "--reuse", st, cache=fake_cache)
     assert "would take 6 of 8 cases from the store and measure 2" in plan.stdout, plan.stdout
@@ -304,7 +316,7 @@ def test_reused_run_equals_full_run_case_for_case(fake_matrix, fake_cache, tmp_p
     assert github.returncode == 2 and "--reuse goes with --format table or json" in github.stderr
 
     # a tampered entry is ignored, one line, and its case measured again
-    entry = next((st / "results").glob("*.json"))
+    entry = next((st / "results").glob("*/*.json"))
     data = json.loads(entry.read_text())
     data["result"]["verdict"] = "fail" if data["result"]["verdict"] == "pass" else "pass"
     entry.write_text(json.dumps(data))
@@ -386,7 +398,7 @@ def test_a_real_arm_rekeys_a_module_and_what_imports_it_only(tmp_path, real_cach
 
     def keyed() -> dict:
         installs = {**out.installs, stock.arm.id: dataclasses.replace(stock, dir=copy)}
-        d = keys.Deriver(m, installs, "cpu", identity=IDENTITY)
+        d = keys.Deriver(m, installs, "cpu", CLASS)
         return {c.id: d.key(c).digest for c in cases}
 
     k0 = keyed()

@@ -119,8 +119,14 @@ def test_the_gate_workflow_keeps_its_security_properties():
             f"{job}: fork pull requests could reach self-hosted runners"
         )
     before, publish = text.split("\n  publish:\n", 1)
+    jobs, store = before.split("\n  store:\n", 1)
+    store, between = store.split("\n  gate:\n", 1)
     for grant in ("id-token: write", "pages: write", "contents: write"):
-        assert grant in publish and grant not in before, f"{grant} belongs to the publish job alone"
+        assert grant in publish and grant not in jobs + between, f"{grant}: the publish job's"
+    # the store job writes the result store: trusted events only, never a pull request's run
+    condition = next(line for line in store.splitlines() if line.strip().startswith("if:"))
+    assert "pull_request" not in condition and "refs/heads/main" in condition, condition
+    assert "contents: write" in store and "concurrency:" in store
 
 
 def test_the_launchd_template_is_a_valid_property_list():
@@ -180,6 +186,10 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     for name in ("old", "recent"):
         (cache / "store" / "results" / f"{name}.json").write_text("{}")
     os.utime(cache / "store" / "results" / "old.json", (0, 0))
+    fanned = cache / "store" / "results" / "ab" / "old.json"  # the fanned-out layout
+    fanned.parent.mkdir()
+    fanned.write_text("{}")
+    os.utime(fanned, (0, 0))
     proc = subprocess.run(
         [str(ROOT / "runners" / "cleanup.sh")],
         cwd=ws,
@@ -193,8 +203,9 @@ def test_cleanup_removes_outputs_and_stale_arms_and_keeps_arms_in_use(tmp_path):
     left = sorted(p.name for p in (cache / "arms").iterdir() if p.is_dir())
     assert left == sorted([in_use, "fresh0000000000000000"]), left
     assert not (ws / "out").exists() and not (ws / ".venv").exists()
-    assert "cleanup: pruned 1 result store entries older than 30 days" in proc.stdout
-    assert [p.name for p in (cache / "store" / "results").iterdir()] == ["recent.json"]
+    assert "cleanup: pruned 2 result store entries older than 30 days" in proc.stdout
+    assert sorted(p.name for p in (cache / "store" / "results").iterdir()) == ["ab", "recent.json"]
+    assert not fanned.exists()
 
 
 def test_zizmor_reports_nothing_on_the_composite_action():

@@ -6,11 +6,13 @@ against a bound (SEPARATION), the fixed arms' highest interval top and the stock
 interval bottom. Where the first lies below the second, the proposed bound is their geometric
 mean; where it does not, the measurements cannot support any bound and the gate is refused
 (named, with both ends). And the A/A floor of l1_parity (`mlagate run --aa` results): the
-widest end of any A/A case's interval measured to its last look (run with the tolerance
-uncalibrated, or not decided before the last look: an earlier stop fitted the tolerance it ran
-with), the smallest tolerance every such case would have passed at, rounded up to a whole
-percent, is the proposed tolerance; refused when no A/A case measured to its last look, or
-when it is wider than MAX_L1_TOLERANCE (a floor that wide hides regressions users feel).
+widest end of any A/A case's interval at its last look (run with the tolerance uncalibrated,
+or not decided before the last look: an earlier stop fitted the tolerance it ran with; a cache
+length the budget stopped earlier is projected to the last look from its pairs' spread,
+stats.last_look_floor, the rule an undecided l1_parity case names), rounded up to a whole
+percent (stats.needed_tolerance), is the proposed tolerance; refused when no A/A case measured
+to its last look, or when it is wider than MAX_L1_TOLERANCE (a floor that wide hides
+regressions users feel).
 And the equivalence budgets per dtype (`mlagate run --suite equivalence` results): with the
 matrix's factors, twice the least floor_ulps every measured dtype/quant table would pass at
 (rounded up to a power of two, at least MIN_FLOOR_ULPS), refused when that floor reaches the
@@ -19,8 +21,10 @@ decide: the runner's rounding cannot tell the paths apart); max_ulps twice the w
 seen, rounded up likewise.
 
 Writes OUT/calibration.json (mlagate.calibration/1: every case's interval, per gate) and
-OUT/budgets.yaml (a matrix snippet of the proposals).
-Exit 0 when every gate found got a proposal, 1 when one was refused, 2 on bad input.
+OUT/budgets.yaml (a matrix snippet of the proposals); with --store STORE, an accepted
+calibration also goes into the store for the machine class its results were measured on
+(mlagate.store.calibrations). Exit 0 when every gate found got a proposal, 1 when one was
+refused (nothing stored), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlagate import results, safefiles
+from mlagate import results, safefiles, stats
 from mlagate.commands import args as cargs
 from mlagate.errors import UsageError
 from mlagate.gate import merge
+from mlagate.store import calibrations
 
 SCHEMA = "mlagate.calibration/1"
 
@@ -83,7 +88,9 @@ def _aa_case(r: dict) -> dict | None:
         return None
     uncalibrated = "tolerance" in seq and seq["tolerance"] is None
     last = _last_look(seq)
-    counted = [t for t in finite if uncalibrated or (last and t.get("pairs") == last)]
+    counted = _at_last_look(
+        [t for t in finite if uncalibrated or (last and t.get("pairs") == last)], m, last
+    )
     worst = max(counted or finite, key=lambda t: max(map(abs, t["ci"])))
     return {
         **_named(r),
@@ -96,6 +103,21 @@ def _aa_case(r: dict) -> dict | None:
         "process_pairs": seq.get("process_pairs"),
         **({"tolerance": seq["tolerance"]} if "tolerance" in seq else {}),  # older: unrecorded
     }
+
+
+def _at_last_look(rows: list[dict], metrics: dict, last: int | None) -> list[dict]:
+    """The cache lengths' intervals at the last look from their process pairs' spread
+    (stats.last_look_floor, as an undecided l1_parity case names its floor): the measured one
+    for a cache length that reached it, narrower for one stopped earlier by the budget. Results
+    without their pairs (older ones) keep the recorded interval."""
+    figures: dict[int, list[float]] = {}
+    for p in metrics.get("pairs") or []:
+        figures.setdefault(p["T"], []).append(math.log1p(p["change"]))
+    level = (metrics.get("sequential") or {}).get("look_confidence")
+    if not last or not level or any(len(figures.get(t.get("T"), ())) < 2 for t in rows):
+        return rows
+    floor = stats.last_look_floor({t["T"]: figures[t["T"]] for t in rows}, last, level)
+    return [{**t, "ci": floor["intervals"][str(t["T"])]} for t in rows]
 
 
 def aa_floor(rows: list[dict]) -> dict | None:
@@ -118,7 +140,7 @@ def aa_floor(rows: list[dict]) -> dict | None:
             "matrix given with --matrix)",
         }
     floor = max(max(map(abs, c["interval"])) for c in counted)
-    bound = math.ceil(round(floor * 100, 6)) / 100
+    bound = stats.needed_tolerance([c["interval"] for c in counted])
     refused = (
         f"A/A intervals reach {floor:.1%}, wider than the widest tolerance proposed "
         f"({MAX_L1_TOLERANCE:.0%}): this runner's floor hides regressions users feel"
@@ -345,6 +367,8 @@ def add_parser(sub) -> None:
         help="matrix whose runner and equivalence factors count (default: ./matrix.yaml, else "
         "the bundled one)",
     )  # fmt: skip
+    p.add_argument("--store", metavar="STORE", help="also store an accepted calibration for "
+                   "its machine class (folder or git+URL[#BRANCH]) for --reuse STORE")  # fmt: skip
 
 
 def main(args) -> int:
@@ -359,6 +383,7 @@ def main(args) -> int:
     doc = documents.validate(
         calibrate(rows, args.runner, budgets, backend), "calibration", "calibration"
     )
+    mc = calibrations.class_of(rows, args.runner) if args.store is not None else None
     args.out.mkdir(parents=True, exist_ok=True)
     safefiles.write_text(args.out / "calibration.json", json.dumps(doc, indent=1) + "\n")
     safefiles.write_text(args.out / "budgets.yaml", snippet(doc))
@@ -366,4 +391,8 @@ def main(args) -> int:
         said = f"proposed {g['bound']}" if g["bound"] is not None else f"refused: {g['refused']}"
         print(f"{g['suite']}.{g['gate']} ({doc['backend']}): {said}")
     print(f"wrote {args.out / 'budgets.yaml'} and {args.out / 'calibration.json'}")
-    return 1 if any(g["bound"] is None for g in doc["gates"]) else 0
+    refused = any(g["bound"] is None for g in doc["gates"])
+    if mc is not None:
+        said = f"a gate was refused: nothing stored in {args.store}" if refused else None
+        print(said or calibrations.store(args.store, doc, rows, mc))
+    return 1 if refused else 0

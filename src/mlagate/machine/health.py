@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from mlagate import backends
+from mlagate.machine import classes
 from mlagate.machine.healthparse import MLX_PROCESS as MLX_PROCESS
 from mlagate.machine.healthparse import (
     mlx_processes,
@@ -33,16 +32,11 @@ from mlagate.machine.healthparse import (
     parse_thermal,
     parse_vm_stat,
 )
+from mlagate.machine.system import Check as Check
+from mlagate.machine.system import System as System
 from mlagate.worker import blas
 
 GIB = 1024**3
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # ok, warn, fail, or skip (could not be read: never counted as ok)
-    detail: str
 
 
 @dataclass
@@ -51,6 +45,7 @@ class Report:
     performance: bool
     backend: str
     checks: list[Check] = field(default_factory=list)
+    machine_class: classes.MachineClass | None = None
 
     @property
     def failed(self) -> list[Check]:
@@ -63,6 +58,9 @@ class Report:
     def text(self) -> str:
         role = "performance runner" if self.performance else "correctness runner"
         lines = [f"mlagate health: {self.system}, {role}, backend {self.backend}"]
+        if self.machine_class is not None:
+            mc = self.machine_class
+            lines.append(f"machine class {mc.id}: {mc.describe()}")
         lines += [
             f"{c.status.upper() if c.status == 'fail' else c.status:5} {c.name:14} {c.detail}"
             for c in self.checks
@@ -94,54 +92,11 @@ class Report:
                 "performance": self.performance,
                 "backend": self.backend,
                 "fit": not self.failed,
+                "machine_class": self.machine_class and self.machine_class.to_json(),
                 "checks": [asdict(c) for c in self.checks],
             },
             indent=1,
         )
-
-
-class System:
-    """This machine: commands and files the checks read (a recorded one replays saved outputs)."""
-
-    def __init__(self):
-        self.sysname = os.uname().sysname
-
-    def run(self, *argv: str) -> str | None:
-        """A command's stdout, or None when it is missing, fails or hangs."""
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout if proc.returncode == 0 else None
-
-    def read(self, path: str) -> str | None:
-        try:
-            return Path(path).read_text(encoding="utf-8")
-        except OSError:
-            return None
-
-    def cpu_count(self) -> int:
-        return os.cpu_count() or 1
-
-    def own_pids(self) -> set[int]:
-        """This process and its ancestors (a health check started by an MLX job is not another
-        job)."""
-        pids, pid = set(), os.getpid()
-        while pid > 1 and pid not in pids:
-            pids.add(pid)
-            stat = self.read(f"/proc/{pid}/stat")
-            if stat is None:
-                pids.add(os.getppid())
-                break
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-        return pids
-
-    def governors(self) -> list[str]:
-        found = (
-            self.read(str(p))
-            for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")
-        )
-        return sorted({g.strip() for g in found if g is not None})
 
 
 # --- checks --------------------------------------------------------------------------
@@ -349,9 +304,14 @@ def check(
     performance: bool = False,
     backend: str = "cpu",
     min_free_gb: float | None = None,
+    expect: tuple[str, str | None] | None = None,
+    machine_class: classes.MachineClass | None = None,
 ) -> Report:
-    """Run every check of this system; a performance runner gets the strict ones."""
+    """Run every check of this system; a performance runner gets the strict ones. expect: a
+    runner's label and the machine class the matrix says it has (checked against this one's,
+    machine_class when already known)."""
     need = min_free_gb if min_free_gb is not None else (16.0 if performance else 8.0)
+    found = machine_class or classes.of(system, backend)
     if system.sysname == "Darwin":
         checks = check_macos(system, performance, backend, need)
     elif system.sysname == "Linux":
@@ -371,7 +331,10 @@ def check(
             else c
             for c in checks
         ]
-    return Report(system.sysname, performance, backend, checks)
+    mismatch = classes.expected(found, *expect, performance) if expect else None
+    if mismatch is not None:
+        checks.append(mismatch)
+    return Report(system.sysname, performance, backend, checks, found)
 
 
 def settled(
@@ -381,16 +344,17 @@ def settled(
     on_wait=None,
     sleep=time.sleep,
     clock=time.monotonic,
+    expect: tuple[str, str | None] | None = None,
 ) -> Report:
     """The performance checks, waiting up to wait_s while the load check is the only one that
     fails. A 1-minute load average still carries the last minute's work (the previous job's,
     or a command just before this one); on a machine that is otherwise idle it decays below
     the limit within a minute or two, and timings taken then are not the previous job's.
-    on_wait(check) is called once, when the waiting starts."""
+    on_wait(check) is called once, when the waiting starts; expect as for check."""
     deadline = clock() + wait_s
-    waited = False
+    waited, found = False, classes.of(system, backend)
     while True:
-        report = check(system, performance=True, backend=backend)
+        report = check(system, True, backend, expect=expect, machine_class=found)
         if [c.name for c in report.failed] != ["load"] or clock() >= deadline:
             return report
         if not waited and on_wait is not None:

@@ -125,3 +125,26 @@ def _number(field: str) -> int | str:
         return int(float(field))
     except ValueError:
         return field
+
+
+def parse_gpu_cores(displays: str) -> int | None:
+    """The GPU's core count from `system_profiler SPDisplaysDataType` (Apple Silicon)."""
+    m = re.search(r"^\s*Total Number of Cores:\s*(\d+)", displays, re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def parse_gpu_name(displays: str) -> str | None:
+    m = re.search(r"^\s*Chipset Model:\s*(.+)$", displays, re.MULTILINE)
+    return m.group(1).strip() if m else None
+
+
+def parse_cpu_model(cpuinfo: str) -> str | None:
+    """The CPU model of /proc/cpuinfo (x86 `model name`, Arm `Hardware` or `cpu model`)."""
+    m = re.search(r"^(?:model name|hardware|cpu model)\s*:\s*(.+)$", cpuinfo, re.M | re.I)
+    return m.group(1).strip() if m else None
+
+
+def parse_os_release(os_release: str) -> str | None:
+    """`ID VERSION_ID` of /etc/os-release (`debian 12`, `ubuntu 24.04`)."""
+    fields = dict(re.findall(r"^(ID|VERSION_ID)=\"?([^\"\n]*)\"?$", os_release, re.MULTILINE))
+    return " ".join(fields[k] for k in ("ID", "VERSION_ID") if fields.get(k)) or None

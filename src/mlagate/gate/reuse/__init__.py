@@ -1,17 +1,24 @@
-"""Results reused by key: `keys` (what a case's verdict depends on, hashed), `store` (the
-folder of stored results), `apply` (inside one `mlagate run --reuse STORE`). This module holds
-only the command-line options, so a verb's parser imports nothing more."""
+"""Results reused by key: `keys` (what a case's verdict depends on, hashed), `apply` (inside one
+`mlagate run --reuse STORE`); the store itself is mlagate.store (a folder or a git remote).
+This module holds only the command-line options, so a verb's parser imports nothing more."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+GIT_PREFIX = "git+"  # mlagate.store.GIT_PREFIX (not imported: the parser stays light)
 
-def store_arg(text: str) -> Path:
-    """--reuse STORE: a folder, or a path where one can be made."""
+
+def store_arg(text: str) -> Path | str:
+    """--reuse STORE: a folder, or a path where one can be made; or git+URL[#BRANCH] (checked
+    when the store is opened)."""
     if not text or "\0" in text:
         raise argparse.ArgumentTypeError(f"{text!r}: not a folder name")
+    if text.startswith(GIT_PREFIX):
+        if len(text) == len(GIT_PREFIX) or text.endswith("#"):
+            raise argparse.ArgumentTypeError(f"{text}: expected git+URL[#BRANCH]")
+        return text
     path = Path(text)
     try:
         if path.exists() and not path.is_dir():
@@ -33,10 +40,12 @@ def options(p: argparse.ArgumentParser, run: bool = True) -> None:
         type=store_arg,
         default=None,
         metavar="STORE",
-        help="result store folder: take each case's stored result when its key (what its verdict "
-        "depends on) matches and the verdict was pass or fail; measure the rest and store them"
+        help="result store (a folder, or git+URL[#BRANCH]): take each case's stored result when "
+        "its key (what its verdict depends on) matches and the verdict was pass or fail; measure "
+        "the rest and store them"
         if run
-        else "result store folder: say how many cases a run with --reuse STORE would take from it",
+        else "result store (a folder, or git+URL[#BRANCH]): say how many cases a run with "
+        "--reuse STORE would take from it",
     )
     if run:
         p.add_argument(
@@ -49,4 +58,12 @@ def options(p: argparse.ArgumentParser, run: bool = True) -> None:
             action="store_true",
             help="with --reuse STORE: take results from it, store nothing (a pull request's gate "
             "reads main's results and never writes them)",
+        )
+        p.add_argument(
+            "--reuse-into",
+            type=store_arg,
+            default=None,
+            metavar="FOLDER",
+            help="with --reuse STORE: read STORE, write this run's results into the folder store "
+            "FOLDER instead (a CI job's artifact; `mlagate store push FOLDER STORE` publishes it)",
         )

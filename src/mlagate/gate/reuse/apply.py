@@ -14,11 +14,12 @@ from pathlib import Path
 
 from mlagate import documents, headrun, results
 from mlagate.arm.arms import ArmInstall
+from mlagate.gate.reuse.calibrated import Calibrated, overlay
 from mlagate.gate.reuse.keys import Deriver, Key
-from mlagate.gate.reuse.store import Store
 from mlagate.matrix import Matrix
 from mlagate.paths import default_path
 from mlagate.plan import Case
+from mlagate.store import Store, StoreError, open_store
 
 COMMIT_ENV = "MLAGATE_COMMIT"  # the commit a run's results are stored as coming from
 
@@ -30,11 +31,13 @@ class Reuse:
     reused: list[str] = field(default_factory=list)  # case ids taken from the store
     commit_of: Callable[[Case], str | None] = lambda case: None
     write: bool = True  # store this run's decisive results
+    sink: Store | None = None  # where they go when not into `store` (--reuse-into)
+    calibrated: Calibrated | None = None  # the matrix with this class's stored calibration
 
     def line(self, total: int) -> str:
         measured = total - len(self.reused)
         return (
-            f"reuse: {len(self.reused)} of {total} cases taken from {self.store.root} "
+            f"reuse: {len(self.reused)} of {total} cases taken from {self.store.label} "
             f"(same key, decisive verdict); {measured} to measure"
             + (f"; {len(self.store.ignored)} store entries ignored" if self.store.ignored else "")
         )
@@ -65,7 +68,7 @@ def commits(out: Path, matrix: Matrix) -> Callable[[Case], str | None]:
     return lambda case: own
 
 
-def reused_document(entry: dict, case: Case, run_id: str | None, store: Path, replay: str):
+def reused_document(entry: dict, case: Case, run_id: str | None, store: str, replay: str):
     """A stored result as this run's result of case: what was measured kept, what this run
     decides (expectation, arm, ids) its own, and where it came from."""
     doc = documents.validate(dict(entry["result"]), "result", "a stored result")  # upgraded
@@ -104,32 +107,43 @@ def split(
     installs: dict[str, ArmInstall],
     backend: str,
     cases: list[Case],
-    store_root: Path,
+    spec,
     out: Path,
     run_id: str | None,
     read: bool = True,
     write: bool = True,
+    into: Path | None = None,
+    machine_class: str | None = None,
 ) -> tuple[list[Case], Reuse]:
     """The cases to measure, and the reuse record; the reused cases' results are written.
     read False (--no-reuse): every case is measured, its key kept to store its result; write
-    False (--reuse-read-only): nothing will be stored."""
-    reuse = Reuse(Store.at(store_root), commit_of=commits(out, matrix), write=write)
-    deriver = Deriver(matrix, installs, backend)
+    False (--reuse-read-only): nothing will be stored; into: the folder store written instead.
+    machine_class: this machine's (else found here), which performance keys hold and whose
+    stored calibration fills the matrix's uncalibrated gates (reuse.calibrated)."""
+    source = open_store(spec, write=write and into is None)
+    reuse = Reuse(source, commit_of=commits(out, matrix), write=write)
+    if into is not None:
+        reuse.sink = open_store(into, write=True)
+    deriver = Deriver(matrix, installs, backend, machine_class)
+    reuse.calibrated = overlay(matrix, backend, source, deriver.machine_class)
+    matrix = deriver.matrix = reuse.calibrated.matrix
     measured = []
     default = Path(default_path()).resolve()
     for case in cases:
-        if case.evidence == "argued":
-            measured.append(case)  # nothing is measured: there is nothing to reuse
-            continue
-        key = reuse.keys[case.id] = deriver.key(case)
-        entry = reuse.store.get(key) if read else None
+        if case.evidence != "argued":  # nothing is measured: there is nothing to reuse
+            reuse.keys[case.id] = deriver.key(case)
+    if read:
+        reuse.store.prefetch(list(reuse.keys.values()))
+    for case in cases:
+        key = reuse.keys.get(case.id)
+        entry = reuse.store.get(key) if read and key is not None else None
         if entry is None:
             measured.append(case)
             continue
         replay = case.replay()
         if Path(matrix.path).resolve() != default:
             replay += f" --matrix {matrix.path}"
-        doc = reused_document(entry, case, run_id, store_root, replay)
+        doc = reused_document(entry, case, run_id, reuse.store.label, replay)
         results.write_document(doc, out / "results", case.file_stem)
         reuse.reused.append(case.id)
     print(reuse.line(len(cases)), file=sys.stderr)
@@ -137,9 +151,20 @@ def split(
 
 
 def keep(reuse: Reuse, rows: list[dict], cases: list[Case]) -> int:
-    """Store this run's own decisive results; how many were stored."""
+    """Store this run's own decisive results, then publish them (a git store: one commit);
+    how many were stored."""
     if not reuse.write:
         return 0
+    sink = reuse.sink or reuse.store
+    stored = _put_all(reuse, sink, rows, cases)
+    try:
+        print(sink.publish().line(), file=sys.stderr)
+    except StoreError as exc:  # the verdicts stand, in OUT/results; only the store is short
+        print(f"mlagate: warning: {exc}; this run's results were not stored", file=sys.stderr)
+    return stored
+
+
+def _put_all(reuse: Reuse, sink: Store, rows: list[dict], cases: list[Case]) -> int:
     by_id = {c.id: c for c in cases}
     stored = 0
     for row in rows:
@@ -147,10 +172,10 @@ def keep(reuse: Reuse, rows: list[dict], cases: list[Case]) -> int:
         if key is None or row.get("reused") or row["case_id"] not in by_id:
             continue
         try:
-            stored += reuse.store.put(key, row, reuse.commit_of(by_id[row["case_id"]])) is not None
+            stored += sink.put(key, row, reuse.commit_of(by_id[row["case_id"]])) is not None
         except OSError as exc:  # the verdicts stand; only the store is short of them
             print(
-                f"mlagate: warning: reuse: cannot write to {reuse.store.root}: "
+                f"mlagate: warning: reuse: cannot write to {sink.label}: "
                 f"{exc.strerror or exc}; this run's results were not stored",
                 file=sys.stderr,
             )
@@ -159,12 +184,14 @@ def keep(reuse: Reuse, rows: list[dict], cases: list[Case]) -> int:
 
 
 def would_reuse(
-    matrix: Matrix, installs: dict[str, ArmInstall], backend: str, cases: list[Case], store: Path
+    matrix: Matrix, installs: dict[str, ArmInstall], backend: str, cases: list[Case], spec
 ) -> int:
     """How many of cases a run with --reuse STORE would take from the store (for mlagate plan:
     files hashed, entries read, nothing run)."""
-    st, deriver = Store.at(store), Deriver(matrix, installs, backend)
-    return sum(c.evidence != "argued" and st.get(deriver.key(c)) is not None for c in cases)
+    st, deriver = open_store(spec, write=False), Deriver(matrix, installs, backend)
+    wanted = [deriver.key(c) for c in cases if c.evidence != "argued"]
+    st.prefetch(wanted)
+    return sum(st.get(k) is not None for k in wanted)
 
 
 def plan_line(matrix: Matrix, outcome, backend: str, store: Path) -> str:

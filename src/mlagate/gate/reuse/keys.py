@@ -1,5 +1,5 @@
 """A case's key: the sha256 of everything its verdict depends on, so a result measured once can
-stand for every later case with the same key (mlagate.gate.reuse.store).
+stand for every later case with the same key (mlagate.store).
 
 What enters (each part a digest, kept by name in `Key.parts`, so a store entry's key re-derives):
 
@@ -16,8 +16,10 @@ What enters (each part a digest, kept by name in `Key.parts`, so a store entry's
   checkpoint, profile, dtype, backend, evidence, A/A), without ids that only name things.
 - `mlx`: MLX's version, the backend, the BLAS the worker will load (mlagate.worker.blas),
   Python's version.
-- `runner` (performance suites only): this machine's identity, so a timing is never reused
-  on another machine.
+- `machine_class` (performance suites only): the class of the machine (mlagate.machine.classes:
+  chip or CPU, cores, GPU, memory, OS, MLX, backend, BLAS), so a timing is reused on every
+  machine of its class and never on another class. No host name, machine id or runner label
+  enters any key: a correctness result stands on every host whose other parts match.
 
 Unrelated files of the arm do not enter. Only files are hashed and data serialised: nothing of
 pytest, the worker or the harness is imported (`mlagate plan` counts reuse with this).
@@ -26,8 +28,6 @@ pytest, the worker or the harness is imported (`mlagate plan` counts reuse with 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import platform
 from dataclasses import dataclass
@@ -38,23 +38,19 @@ from mlagate import hashing
 from mlagate.arm.armidentity import reuse_data
 from mlagate.arm.arms import ArmInstall
 from mlagate.contract.suites import contract_path
+from mlagate.machine import classes
+from mlagate.machine.system import System
 from mlagate.matrix import Matrix, to_json
 from mlagate.modulefiles import module_file
 from mlagate.plan import Case
 from mlagate.scan.modelargs import Source
+from mlagate.store.entries import combine, digest
 from mlagate.worker.importers import runtime_root  # stdlib only: no MLX in the parent
 
-VERSION = 1  # of what a key holds: a change here re-runs everything
 # the runtime modules the worker imports by name, under a module's runtime package
 # (mlagate.worker.stepping, rollback, speculation, importers.REAL_INITS)
 WORKER_IMPORTS = ("models.cache", "speculative.cache_state", "utils", "generate", "processors")
 PACKAGE = Path(mlagate.__file__).resolve().parent
-
-
-def digest(data) -> str:
-    """sha256 of data as canonical JSON."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _stamp(path: Path) -> tuple:
@@ -226,33 +222,10 @@ def mlx_data(backend: str) -> dict:
     }
 
 
-def runner_identity() -> dict:
-    """This machine, for performance results: its host name, machine id, CPU and cores."""
-    ident = {"host": platform.node(), "machine": platform.machine(), "cores": os.cpu_count()}
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
-            ident["machine_id"] = Path(path).read_text().strip()
-            break
-        except OSError:
-            continue
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                ident["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        ident["cpu"] = platform.processor()
-    return ident
-
-
 @dataclass(frozen=True)
 class Key:
     digest: str
     parts: dict  # name: digest of that part (a store entry keeps them, to re-derive the key)
-
-
-def combine(parts: dict) -> str:
-    return digest({"version": VERSION, **parts})
 
 
 class Deriver:
@@ -263,13 +236,13 @@ class Deriver:
         matrix: Matrix,
         installs: dict[str, ArmInstall],
         backend: str,
-        identity: dict | None = None,
+        machine_class: str | None = None,
         package: Path = PACKAGE,
     ):
         self.matrix, self.installs, self.package = matrix, installs, package
         self.mlx = digest(mlx_data(backend))
         self.harness = digest(harness_files(package))
-        self.identity = identity if identity is not None else runner_identity()
+        self.machine_class = machine_class or classes.of(System(), backend).id
         self._runtime: dict[tuple[str, str], str] = {}
         self._suite: dict[str, str] = {}
 
@@ -300,7 +273,5 @@ class Deriver:
         if baseline and baseline in self.installs:
             parts["baseline_runtime"] = self._runtime_of(baseline, import_path)
         if m.suites[case.suite].kind == "performance":
-            parts["runner"] = digest(
-                {"identity": self.identity, "runner": to_json(m.runners[case.runner])}
-            )
+            parts["machine_class"] = digest({"machine_class": self.machine_class})
         return Key(combine(parts), parts)
