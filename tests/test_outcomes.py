@@ -344,6 +344,9 @@ def test_every_verb_maps_interrupt_bad_input_and_refusal_to_one_table(verb, monk
         "mutate": ["--arm", "a"],
         "discover": ["x"],
         "calibrate": ["x", "--runner", "r"],
+        "store": ["stats", "x"],
+        "repro": ["a::b::c::d::e::f", "--out", "o"],
+        "bisect": ["--head", "x", "--good", "a", "--bad", "b"],
     }[verb]
     module = importlib.import_module(cli.VERBS[verb])
     for raised, code in (

@@ -69,7 +69,10 @@ def test_a_planted_filter_defect_fails_the_kept_rows_after_a_row_leaves_only(ver
     first = r["reason"].split(";")[0]  # problems in row and step order: the earliest first
     assert f"row 1 step {LEAVE + 1} (L=1)" in first, r["reason"]
     for path, row in r["metrics"]["cases"].items():  # cold: rows 1 and 2 had paddings 1 and 1,
-        assert row["rows_over"] == ([1] if path == "cold" else [1, 2]), path  # now 0 and 1
+        over = [1] if path == "cold" else [] if path.endswith("=uniform") else [1, 2]  # now 0, 1
+        assert row["rows_over"] == over, path  # the uniform rejection comes before the leave
+        outcome = r["metrics"]["configurations"][path]["outcome"]
+        assert outcome == ("equal" if not over else "differs"), path
     for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):
         assert verdicts[(suite, "fake-filterbug")]["verdict"] == "pass", suite
 
@@ -124,12 +127,16 @@ def test_a_working_batch_cache_gives_every_row_its_plain_run_within_its_budget(v
     r = verdicts[("serving_batched", arm)]
     assert r["verdict"] == "pass", r["reason"]
     cases = r["metrics"]["cases"]
-    assert set(cases) == {"path=natural", "path=absorbed", "path=materialised", "cold"}
-    paths = [c for label, c in cases.items() if label != "cold"]
+    paths = ("path=natural", "path=absorbed", "path=materialised")
+    routes = ("", "/rejection=uniform", "/rejection=extract")
+    assert set(cases) == {p + r for p in paths for r in routes} | {"cold"}
+    assert {c["outcome"] for c in r["metrics"]["configurations"].values()} == {"equal"}
     # the prefill and 7 steps for the 3 rows (5 widths, the uniform rejection and its decode);
     # then 4 for the rows kept (the leave's decode and verify, the extract route: rows rejecting
-    # 5 and 0 tokens of a verify of 8, and its decode)
-    assert all(c["max_ulps"] <= 64 and c["compared"] == 3 * 8 + 2 * 4 for c in paths)
+    # 5 and 0 tokens of a verify of 8, and its decode): each rejection its two steps
+    assert all(c["max_ulps"] <= 64 for c in cases.values())
+    for p in paths:
+        assert [cases[p + r]["compared"] for r in routes] == [3 * 6 + 2 * 2, 3 * 2, 2 * 2], p
     assert cases["cold"]["compared"] == 3 * 2 + 2 * 2 and cases["cold"]["max_ulps"] <= 64
     assert all("rejection" not in c for c in cases.values())  # every rejection was expressed
     assert all("per_row_rejection" not in c for c in cases.values())
@@ -187,8 +194,12 @@ def test_a_planted_extract_defect_fails_per_row_rejection_on_the_padded_rows_onl
     first = r["reason"].split(";")[0]  # problems in row and step order: the earliest first
     assert f"step {EXTRACT + 1} (L=1)" in first, r["reason"]  # the decode after the merge
     assert f" step {EXTRACT} " not in r["reason"]  # the verify ran before the extraction
-    for path, row in r["metrics"]["cases"].items():
-        assert row["rows_over"] == ([] if path == "cold" else [1, 2]), path  # row 0 has left
+    for path, row in r["metrics"]["cases"].items():  # row 0 has left
+        assert row["rows_over"] == ([1, 2] if path.endswith("=extract") else []), path
+    outcomes = {k: c["outcome"] for k, c in r["metrics"]["configurations"].items()}
+    assert {k for k, o in outcomes.items() if o == "differs"} == {
+        f"path={p}/rejection=extract" for p in ("natural", "absorbed", "materialised")
+    }
     for suite in ("probes", "serving_quantized", "serving_prompt_reuse"):  # no per-row trims
         assert verdicts[(suite, "fake-extractpad")]["verdict"] == "pass", suite
 
@@ -213,9 +224,13 @@ def test_a_route_the_runtime_cannot_take_fails_not_expressible(tmp_path):
     (r,) = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     assert r["verdict"] == "fail" and r["failure"]["kinds"] == ["not_expressible"], r["reason"]
     assert r["reason"].count("the transaction route: the runtime has no speculative") == 3
-    for label, c in r["metrics"]["cases"].items():
-        if label != "cold":
-            assert c["compared"] == 3 * 10 + 2 * 4 and c["rows_over"] == [], label
+    for p in ("natural", "absorbed", "materialised"):
+        parts = [c for label, c in r["metrics"]["cases"].items() if label.startswith(f"path={p}")]
+        assert sum(c["compared"] for c in parts) == 3 * 10 + 2 * 4, p
+        assert all(c["rows_over"] == [] for c in parts), p
+        configs = r["metrics"]["configurations"]
+        assert configs[f"path={p}/rejection=transaction"]["outcome"] == "cannot serve"  # listed,
+        assert configs[f"path={p}"]["outcome"] == "equal"  # and undeclared: it fails the case
 
 
 def test_a_rotating_cache_that_never_evicts_fails_past_its_window_only(verdicts):
@@ -263,8 +278,17 @@ def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_i
     rows = {r["arm"]: r for r in rows if r["geometry"]["id"] == "deepseek-v3"}
     lm, vlm = rows["mlx-lm-0.32.2"], rows["mlx-vlm-0.7.10"]
     assert lm["failure"]["kinds"] == ["prefill_decode_mismatch"], lm["reason"]
-    assert vlm["failure"]["kinds"] == ["not_servable"], vlm["reason"]
-    assert "_make_cache takes no max_kv_size" in vlm["reason"]
+    assert vlm["verdict"] == "pass", vlm["reason"]  # what its batches cannot serve is listed
+    configs = vlm["metrics"]["configurations"]
+    assert {k for k, c in configs.items() if c["outcome"] == "cannot serve"} == {
+        f"W=32/batched/path={p}" for p in ("natural", "absorbed", "materialised")
+    }
+    assert "_make_cache takes no max_kv_size" in configs["W=32/batched/path=natural"]["reason"]
+    assert {k: set(v) for k, v in vlm["metrics"]["findings"].items()} == {
+        "vlm-batches-never-rotate": {
+            f"W=32/batched/path={p}" for p in ("natural", "absorbed", "materialised")
+        }
+    }
     for r in (lm, vlm):
         for label, c in r["metrics"]["cases"].items():
             assert c["compared"] > 0 and not c["rows_over"], label  # inside the window
@@ -277,14 +301,15 @@ def test_a_rotating_cache_passes_where_the_runtime_is_right_and_fails_where_it_i
 
 @pytest.mark.arms
 def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cache):
-    """The per-row rejection on deepseek_v3 and glm5_next: by the transaction route (rows
-    rejecting 0, 3 and 6 tokens through mlx-vlm 0.7.10's speculative cache transaction; mlx-lm
-    0.32.2 has none: not_expressible, an expected fail) and by the extract route (the rows kept
-    after row 0 left rejecting 5 and 0 tokens through mlx-lm's _merge_caches or each mlx-vlm row
-    cache's merge),
-    each row equals its own plain run, the decodes after included (14 steps for 3 rows, then 4
-    for 2); glm5_next's BatchPoolingCache cannot be taken apart and trimmed, so its batch stops
-    at the extract route's step: not_expressible, an expected fail."""
+    """The per-row rejection on deepseek_v3 and glm5_next, each route its own configuration: the
+    transaction route (rows rejecting 0, 3 and 6 tokens through mlx-vlm 0.7.10's speculative
+    cache transaction; mlx-lm 0.32.2 has none: cannot serve, no-speculative-cache-transaction)
+    and the extract route (the rows kept after row 0 left rejecting 5 and 0 tokens through
+    mlx-lm's _merge_caches or each mlx-vlm row cache's merge): each row equals its own plain
+    run, the decodes after included (34 steps of the plain rows, then 6, 6 and 4 per route);
+    glm5_next's BatchPoolingCache cannot be trimmed nor taken apart, so its uniform and extract
+    routes cannot serve (pool-cache-cannot-be-trimmed; the extract batch stops after 2 steps).
+    Every case passes: what a runtime cannot serve is listed, not failed."""
     from .conftest import ROOT
 
     proc = run_cli(
@@ -302,22 +327,28 @@ def test_real_batches_reject_per_row_by_both_routes(tmp_path, run_cli, real_cach
         "mlx-vlm/deepseek_v3",
         "mlx-vlm/glm5_next",
     }
+    compared = {"": 34, "uniform": 6, "transaction": 6, "extract": 4}
     for r in measured:
-        lost = r["module"].endswith("glm5_next") or r["module"].startswith("mlx-lm")
-        kinds = r["failure"]["kinds"] if r["failure"] else []
-        assert (r["verdict"], kinds) == (("fail", ["not_expressible"]) if lost else ("pass", []))
-        for label, c in r["metrics"]["cases"].items():
-            if label == "cold":
-                continue
-            why = c.get("per_row_rejection", {})
-            if r["module"].endswith("glm5_next"):
-                assert c["compared"] == 3 * 14 + 2 * 3 and "not expressible" in c["rejection"]
-                assert list(why) == ["extract"], label
-            elif r["module"].startswith("mlx-lm"):
-                assert c["compared"] == 3 * 14 + 2 * 4 and "rejection" not in c, label
-                assert why == {"transaction": "the runtime has no speculative cache transaction"}
-            else:
-                assert c["compared"] == 3 * 14 + 2 * 4 and not why, label
+        assert (r["verdict"], r["failure"]) == ("pass", None), r["case_id"]
+        pool, lm = r["module"].endswith("glm5_next"), r["module"].startswith("mlx-lm")
+        cannot = {
+            "transaction": "no-speculative-cache-transaction" if lm else None,
+            "uniform": "pool-cache-cannot-be-trimmed" if pool else None,
+            "extract": "pool-cache-cannot-be-trimmed" if pool else None,
+        }
+        configs = r["metrics"]["configurations"]
+        for path in ("natural", "absorbed", "materialised"):
+            for route, steps in compared.items():
+                label = f"path={path}" + (f"/rejection={route}" if route else "")
+                finding = cannot.get(route)
+                got = configs[label]
+                if finding:
+                    assert (got["outcome"], got["finding"]) == ("cannot serve", finding), label
+                else:
+                    assert got == {"outcome": "equal"}, label
+                    assert r["metrics"]["cases"][label]["compared"] == steps, label
+                if route == "extract" and pool:
+                    assert r["metrics"]["cases"][label]["compared"] == 2, label
 
 
 def test_causal_variants_change_one_token_of_the_widest_untrimmed_step():

@@ -82,7 +82,8 @@ def test_equivalence(mla):
             f"uncalibrated: suites.equivalence.gates.budgets.{'/'.join(blind)}."
             f"{mla.case.backend} has no measured floor_ulps or max_ulps: run mlagate calibrate "
             f"first (this case measured its errors: mlagate calibrate --runner "
-            f"{mla.case.runner} OUT)"
+            f"{mla.case.runner} OUT --store STORE for this machine class's runs with --reuse "
+            "STORE)"
         )
 
 

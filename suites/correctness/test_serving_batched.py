@@ -22,11 +22,17 @@ path, within gates.cross_path_ulps where the batch, which decides once for all i
 padded length, took another path than the row alone.
 
 It runs on the natural path and, where the module can be forced, on both forced paths (both
-sides forced alike). The cache classes each side used are kept as evidence.
+sides forced alike). The cache classes each side used are kept as evidence. Each configuration
+is judged on its own (mlagate.harness.configurations): per path, the batch's rows and steps
+(`path=P`), and each rejection it asks for (`path=P/rejection=uniform`, `=transaction`,
+`=extract`: the rejecting step and the decode after it), and the cold batch (`cold`); a
+rejection the runtime cannot express is listed against its finding (matrix.yaml's
+`unservable`), the others must be equal.
 """
 
 from mlagate.harness import check
 from mlagate.harness import serving as sv
+from mlagate.harness.configurations import Configurations
 from mlagate.harness.scripts import budget
 
 
@@ -37,23 +43,27 @@ def test_serving_batched(mla):
     same = budget(g["sparse_same_path_ulps" if mla.module.sparse else "same_path_ulps"], backend)
     cross = budget(g["cross_path_ulps"], backend)
     rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
-    problems, table = [], {}
+    configs, table, servable = Configurations(mla), {}, True
     for force in sv.forces(info):
         label = f"path={force or 'natural'}"
         reply = sv.serve(mla, key, rows, steps, force, batched=True)
         if "not_servable" in reply:
-            problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
-            break
-        found, table[label] = sv.judge(
-            reply, label, same, cross, "batch_row_mismatch", steps, expressible=True
-        )
-        problems += found
-        sv.check_forced(reply, force, label, problems)
-    if g.get("cold_rows") and "not_servable" not in reply:
-        problems += _cold(mla, key, table, same, cross)
+            configs.judge(label, [("not_servable", f"{label}: {reply['not_servable']}")])
+            servable = False
+            continue
+        for name, part in sv.by_rejection(reply, steps).items():
+            where = label if name is None else f"{label}/rejection={name}"
+            found, table[where] = sv.judge(
+                part, where, same, cross, "batch_row_mismatch", steps, expressible=True
+            )
+            sv.check_forced(part, force, where, found)
+            configs.judge(where, found)
+    if g.get("cold_rows") and servable:
+        configs.judge("cold", _cold(mla, key, table, same, cross))
     mla.metric("cases", table)
     mla.metric("shape", {"rows": list(g["rows"]), "widths": list(g["widths"])})
-    check(problems)
+    configs.record(mla)
+    check(configs.problems)
 
 
 def _cold(mla, key, table, same, cross) -> list:

@@ -12,14 +12,17 @@ prefix kept in memory and continued within gates.kept_ulps (0: bitwise; the same
 and a cold prefill of prefix and follow-up in one call within gates.cold_ulps (other shapes,
 maybe another path). Prefixes and branches straddle a sparse indexer's top-k and pool windows.
 On the natural path; on both forced paths too for the last prefix. Both modes continue the same
-prefix and follow-ups, so each follow-up's kept and cold runs serve both; the first
-configuration in which the runtime raises ends its mode.
+prefix and follow-ups, so each follow-up's kept and cold runs serve both. Each configuration
+(mode, prefix, path) is judged on its own (mlagate.harness.configurations): one the runtime
+cannot serve is listed against its finding (matrix.yaml's `unservable`), the others must be
+equal.
 """
 
 import random
 
 from mlagate.harness import check, scripts
 from mlagate.harness import serving as sv
+from mlagate.harness.configurations import Configurations
 from mlagate.harness.scripts import budget
 
 
@@ -31,14 +34,12 @@ def test_serving_prompt_reuse(mla):
     rng = random.Random(g["seed"])
     tmp = mla.ctx.out / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    problems, table, modes = [], {}, list(g["modes"])
+    configs, table, modes = Configurations(mla), {}, list(g["modes"])
     for T in g["prefixes"]:
         prefix = scripts.tokens(rng, vocab, T)
         branch = scripts.tokens(rng, vocab, g["branch"])
         follow = [scripts.tokens(rng, vocab, w) for w in g["follow_ups"]]
         for force in sv.forces(info) if T == g["prefixes"][-1] else [None]:
-            if not modes:
-                break
             reply = mla.call(
                 "reuse",
                 key=key,
@@ -50,18 +51,17 @@ def test_serving_prompt_reuse(mla):
                 path=str(tmp / mla.case.file_stem),
                 dtype=mla.case.dtype,
             )
-            for mode in list(modes):
-                got = reply["modes"][mode]
+            for mode in modes:
+                got, label = reply["modes"][mode], f"{mode}/T={T}/path={force or 'natural'}"
                 if "not_servable" in got:
-                    problems.append(("not_servable", f"{mode}: {got['not_servable']}"))
-                    modes.remove(mode)
+                    configs.judge(label, [("not_servable", f"{label}: {got['not_servable']}")])
                     continue
-                label = f"{mode}/T={T}/path={force or 'natural'}"
+                problems = []
                 table[label] = _judge(got, label, kept_ulps, cold_ulps, g["branch"], problems)
-                if any("error" in f for f in got["follow"]):
-                    modes.remove(mode)  # the first configuration that raises ends its mode
+                configs.judge(label, problems)
     mla.metric("cases", table)
-    check(problems)
+    configs.record(mla)
+    check(configs.problems)
 
 
 def _judge(reply, label: str, kept_ulps: float, cold_ulps: float, branch: int, problems) -> dict:

@@ -16,12 +16,15 @@ run alone on the plain cache:
   (gates.causal_ulps, 0: bitwise) and equals the same tokens decoded one at a time on the
   quantized cache (gates.decode_ulps): the quantized run against itself, so the check is as
   tight as the causal suite's, where the plain-cache comparison must allow quant_ulps.
-gates.modes says which of single and batched run. On the natural path and both forced paths;
-the first configuration in which the runtime raises ends the case (its verdict).
+gates.modes says which of single and batched run. On the natural path and both forced paths.
+Each configuration (bit width, mode, path) is judged on its own (mlagate.harness.configurations):
+one the runtime cannot serve is listed against its finding (matrix.yaml's `unservable`), the
+others must be equal.
 """
 
 from mlagate.harness import check, servingcausal
 from mlagate.harness import serving as sv
+from mlagate.harness.configurations import Configurations
 from mlagate.harness.scripts import budget
 
 
@@ -33,7 +36,7 @@ def test_serving_quantized(mla):
     g = mla.gates
     key, info = mla.build(forced=True)
     rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
-    problems, table, causal = [], {}, {}
+    configs, table, causal = Configurations(mla), {}, {}
     for q in g["bits"]:
         bits = int(q[1:])
         quant = {"bits": bits, "group_size": g["group_size"]}
@@ -45,12 +48,11 @@ def test_serving_quantized(mla):
                     mla, key, rows, steps, force, batched=mode == "batched", quant=quant
                 )
                 if "not_servable" in reply:
-                    problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
-                    break
-                found, table[label] = sv.judge(
+                    configs.judge(label, [("not_servable", f"{label}: {reply['not_servable']}")])
+                    continue
+                problems, table[label] = sv.judge(
                     reply, label, limit, 0.0, "quantized_mismatch", steps
                 )
-                problems += found
                 if reply["rows"] and not reply["errors"]["tested"] and not _quantized(reply):
                     problems.append(
                         (
@@ -61,10 +63,7 @@ def test_serving_quantized(mla):
                     )
                 sv.check_paths(reply["rows"], label, "quantized", problems)
                 sv.check_forced(reply, force, label, problems)
-                if reply["errors"]["tested"]:
-                    mla.metric("cases", table)
-                    check(problems)  # the runtime raised: the first finding is the verdict
-                if _quantized(reply):
+                if _quantized(reply) and not reply["errors"]["tested"]:
                     problems += servingcausal.check(
                         mla,
                         key,
@@ -76,6 +75,8 @@ def test_serving_quantized(mla):
                         batched=mode == "batched",
                         quant=quant,
                     )
+                configs.judge(label, problems)
     mla.metric("cases", table)
     mla.metric("causal", causal)
-    check(problems)
+    configs.record(mla)
+    check(configs.problems)

@@ -16,12 +16,14 @@ row alone (single) or merged by the runtime's `_merge_caches` into its batched r
   on the rotating cache (the widest step with one token changed moves nothing before it; the
   widest step equals the same tokens decoded one at a time), the plain cache no longer being a
   reference (it keeps what the rotating cache drops).
-On the natural path and both forced paths; the first configuration in which the runtime raises
-ends the case.
+On the natural path and both forced paths. Each configuration (window, mode, path) is judged on
+its own (mlagate.harness.configurations): one the runtime cannot serve is listed against its
+finding (matrix.yaml's `unservable`), the others must be equal.
 """
 
 from mlagate.harness import check, give_up, servingcausal
 from mlagate.harness import serving as sv
+from mlagate.harness.configurations import Configurations
 from mlagate.harness.scripts import budget
 
 
@@ -42,7 +44,7 @@ def _rotates(reply: dict, fit: dict, size: int, same: float, label: str, problem
     never evicts equals the plain cache everywhere: rotating_mismatch. No row past the window
     measures nothing: invalid. The table row keeps how many were compared there and the
     worst."""
-    if reply["errors"]["tested"]:
+    if reply["errors"]["tested"] or reply["errors"]["reference"]:
         return []  # runtime_raised already
     past = [r for r in reply["rows"] if r not in fit["rows"]]
     if not past:
@@ -64,27 +66,26 @@ def test_serving_rotating(mla):
     key, info = mla.build(forced=True)
     rows, steps = sv.rows_and_steps(g, mla.profile.vocab_size, g["seed"])
     size, same = g["max_kv_size"], budget(g["same_path_ulps"], mla.case.backend)
-    problems, table, causal = [], {}, {}
+    configs, table, causal = Configurations(mla), {}, {}
     for mode in g["modes"]:
         batched = mode == "batched"
         for force in sv.forces(info):
             label = f"W={size}/{mode}/path={force or 'natural'}"
             reply = sv.serve(mla, key, rows, steps, force, batched=batched, max_kv_size=size)
             if "not_servable" in reply:
-                problems.append(("not_servable", f"{label}: {reply['not_servable']}"))
-                break
+                configs.judge(label, [("not_servable", f"{label}: {reply['not_servable']}")])
+                continue
             fit = _fits(reply, rows, steps, size, batched)
-            found, table[label] = sv.judge(fit, label, same, 0.0, "rotating_mismatch", steps)
-            problems += found
+            problems, table[label] = sv.judge(fit, label, same, 0.0, "rotating_mismatch", steps)
             problems += _rotates(reply, fit, size, same, label, problems, table[label])
             sv.check_paths(fit["rows"], label, "rotating", problems)
             sv.check_forced(reply, force, label, problems)
-            if reply["errors"]["tested"]:
-                mla.metric("cases", table)
-                check(problems)  # the runtime raised: the first finding is the verdict
-            problems += servingcausal.check(
-                mla, key, rows, steps, force, label, causal, batched=batched, max_kv_size=size
-            )
+            if not reply["errors"]["tested"]:
+                problems += servingcausal.check(
+                    mla, key, rows, steps, force, label, causal, batched=batched, max_kv_size=size
+                )
+            configs.judge(label, problems)
     mla.metric("cases", table)
     mla.metric("causal", causal)
-    check(problems)
+    configs.record(mla)
+    check(configs.problems)

@@ -83,6 +83,41 @@ def per_row_rejection(g, rng, rows, vocab: int, route: str, batch: list[int]) ->
     ]
 
 
+def rejection_of(step: dict) -> str | None:
+    """The rejection a step asks for: "uniform" (every row trims the same count), its per-row
+    route ("transaction", "extract"), or None."""
+    if "route" in step:
+        return step["route"]
+    return "uniform" if step.get("trim") else None
+
+
+def by_rejection(reply: dict, steps) -> dict[str | None, dict]:
+    """A serve reply split by configuration: None (the batch's rows and steps) and each
+    rejection its steps ask for (the rejecting step and the step after it), each a reply of
+    its own rows; what the runtime said it could not express goes with its rejection, the
+    runtime's exception with the configuration of the step it raised in (the first (row, step)
+    the tested side does not hold)."""
+    group = {0: None}
+    for s, step in enumerate(steps, start=1):
+        name = rejection_of(step)
+        group[s] = name if name else group.get(s, None)
+        if name and s + 1 <= len(steps):
+            group[s + 1] = name
+    names = list(dict.fromkeys(group.values()))
+    parts = {
+        n: {**reply, "rows": [r for r in reply["rows"] if group[r["step"]] == n]} for n in names
+    }
+    raised_at = max((r["step"] for r in reply["rows"]), default=-1) + 1
+    errors, last = reply["errors"], {group[s]: s for s in range(len(steps) + 1)}
+    for n, part in parts.items():
+        whole = last[n] < raised_at  # every step of it ran before the runtime raised
+        part["errors"] = {"tested": None, "reference": None} if whole else errors
+        routes = reply.get("per_row_rejection") or {}
+        part["per_row_rejection"] = {k: v for k, v in routes.items() if k == n}
+        part["untrimmable"] = reply.get("untrimmable") if n == "uniform" else []
+    return parts
+
+
 def forces(info: dict) -> list[str | None]:
     """The natural path, and both forced paths where the module can be forced."""
     return [None, *PATHS] if info["guards"] else [None]

@@ -1,5 +1,6 @@
 """The sections of matrix.yaml that record findings: the allowlist of intentional single-query
-guards, the expected verdicts of known findings and the mutants argued equivalent."""
+guards, the expected verdicts of known findings, the serving configurations a runtime cannot
+serve and the mutants argued equivalent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mlagate.matrix.model import (
     Geometry,
     Module,
     Suite,
+    Unservable,
 )
 from mlagate.matrix.reader import Node, Reader
 
@@ -99,14 +101,7 @@ def read_expectations(
             r.req(m, "reason", key, str, check=lambda x: bool(x.strip()), what="a reason"),
             r.opt(m, "link", key, str, default=""),
             geometry,
-            r.opt(
-                m,
-                "backend",
-                key,
-                str,
-                check=lambda x: x in backends.names(),
-                what=" or ".join(backends.names()),
-            ),
+            _backend(r, m, key),
             _kind(r, m, key, suites[m["suite"].value]),
         )
         if any(
@@ -152,7 +147,8 @@ def _kind(r: Reader, m: dict, key: str, suite: Suite) -> tuple[str, ...]:
 def read_equivalent_mutants(
     r: Reader, node: Node | None, arms: Mapping[str, Arm]
 ) -> tuple[EquivalentMutant, ...]:
-    """`mutants: {equivalent: [{arm, mutant, reason}]}`; mutant is an id or a glob over ids."""
+    """`mutants: {equivalent: [{arm, mutant, reason, backend?}]}`; mutant is an id or a glob over
+    ids; backend: argued on that backend only (elsewhere the mutant runs)."""
     if node is None or node.value is None:
         return ()
     m = r.mapping(node, "mutants", {"equivalent"}, set())
@@ -163,7 +159,9 @@ def read_equivalent_mutants(
     found = []
     for i, item in enumerate(m["equivalent"].value):
         key = f"mutants.equivalent[{i}]"
-        e = r.mapping(item, key, {"arm", "mutant", "reason"}, {"arm", "mutant", "reason"})
+        e = r.mapping(
+            item, key, {"arm", "mutant", "reason", "backend"}, {"arm", "mutant", "reason"}
+        )
         arm = r.req(e, "arm", key, str)
         if arm not in arms:
             raise r.fail(e["arm"], f"{key}.arm", f"unknown arm {arm!r}")
@@ -182,6 +180,82 @@ def read_equivalent_mutants(
                     what="a mutant id or glob",
                 ),
                 reason,
+                _backend(r, e, key),
             )
         )
     return tuple(found)
+
+
+SERVING_HOW = ("raises", "probe")
+FINDING_FIXED = "finding_fixed"  # the kind of a suite that judges configurations one by one
+
+
+def read_unservable(
+    r: Reader,
+    node: Node | None,
+    suites: Mapping[str, Suite],
+    modules: Mapping[str, Module],
+    arms: Mapping[str, Arm],
+) -> tuple[Unservable, ...]:
+    """`unservable: [{finding, suite, configurations, how, reason, link?, modules?, arms?,
+    backend?, match?}]`: serving configurations a runtime cannot serve or express, each against a
+    named finding; configurations are globs over a serving suite's configuration labels."""
+    if node is None or node.value is None:
+        return ()
+    if not isinstance(node.value, list):
+        raise r.fail(node, "unservable", "expected a list")
+    out = []
+    allowed = {"finding", "suite", "configurations", "how", "reason", "link", "modules", "arms"}
+    allowed |= {"match"}
+    for i, item in enumerate(node.value):
+        key = f"unservable[{i}]"
+        m = r.mapping(
+            item,
+            key,
+            allowed | {"backend"},
+            {"finding", "suite", "configurations", "how", "reason"},
+        )
+        suite = r.req(m, "suite", key, str)
+        if suite not in suites or FINDING_FIXED not in suites[suite].failure_kinds:
+            raise r.fail(
+                m["suite"],
+                f"{key}.suite",
+                f"{suite!r} is no suite that judges each configuration (its contract names no "
+                f"failure kind {FINDING_FIXED})",
+            )
+        picked = {}
+        for name, table in (("modules", modules), ("arms", arms)):
+            if name not in m:
+                picked[name] = None
+                continue
+            ids = r.str_list(m[name], f"{key}.{name}")
+            for j, x in enumerate(ids):
+                if x not in table:
+                    raise r.fail(
+                        m[name].value[j], f"{key}.{name}[{j}]", f"unknown {name[:-1]} {x!r}"
+                    )
+            picked[name] = ids
+        globs = r.str_list(m["configurations"], f"{key}.configurations")
+        if not globs:
+            raise r.fail(m["configurations"], f"{key}.configurations", "expected configurations")
+        out.append(
+            Unservable(
+                r.req(m, "finding", key, str, check=lambda x: bool(x.strip()), what="a name"),
+                suite,
+                globs,
+                r.req(m, "how", key, str, check=lambda x: x in SERVING_HOW, what="raises or probe"),
+                r.req(m, "reason", key, str, check=lambda x: bool(x.strip()), what="a reason"),
+                r.opt(m, "link", key, str, default=""),
+                picked["modules"],
+                picked["arms"],
+                _backend(r, m, key),
+                r.opt(m, "match", key, str, default=""),
+            )
+        )
+    return tuple(out)
+
+
+def _backend(r: Reader, m: dict, key: str) -> str | None:
+    """An entry's optional `backend`: one of the registry's."""
+    names = backends.names()
+    return r.opt(m, "backend", key, str, check=lambda x: x in names, what=" or ".join(names))

@@ -121,11 +121,7 @@ def _padding_start(comp: ast.ListComp) -> bool:
 def _batch_check(node: ast.If) -> bool:
     """`if not (len(...) == ... == B): raise ...`: the batch-size check of the metadata."""
     names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
-    return (
-        isinstance(node.body[0], ast.Raise)
-        and "len" in names
-        and bool(names & set(BATCH_NAMES))
-    )
+    return isinstance(node.body[0], ast.Raise) and "len" in names and bool(names & set(BATCH_NAMES))
 
 
 def _pool_test(test: ast.AST) -> str | None:
@@ -148,7 +144,11 @@ def _keeps_row(text: str, node: ast.AST) -> bool:
     if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
         return False
     attr = poolsites.self_attr(node.targets[0])
-    return attr is not None and any(
-        isinstance(n, ast.Subscript) and poolsites.self_attr(n.value) == attr
-        for n in ast.walk(node.value)
-    ) and _segment(text, node.targets[0]) != _segment(text, node.value)
+    return (
+        attr is not None
+        and any(
+            isinstance(n, ast.Subscript) and poolsites.self_attr(n.value) == attr
+            for n in ast.walk(node.value)
+        )
+        and _segment(text, node.targets[0]) != _segment(text, node.value)
+    )

@@ -121,10 +121,12 @@ def _parents(matrix: Matrix, opts: Options) -> list[str]:
     return list(opts.arms) or [a.id for a in matrix.arms.values() if a.role in ROLES]
 
 
-def equivalent_reason(matrix: Matrix, mutant: operators.Mutant) -> str | None:
+def equivalent_reason(matrix: Matrix, mutant: operators.Mutant, backend: str = "cpu") -> str | None:
     for e in matrix.equivalent_mutants:
-        if e.arm == mutant.arm and (
-            e.mutant == mutant.id or fnmatch.fnmatchcase(mutant.id, e.mutant)
+        if (
+            e.arm == mutant.arm
+            and e.backend in (None, backend)
+            and (e.mutant == mutant.id or fnmatch.fnmatchcase(mutant.id, e.mutant))
         ):
             return e.reason
     return None
@@ -140,7 +142,11 @@ def mutate(
     )
     mutants = generate(matrix, opts, installs)
     killmatrix.set_aside(opts.out)
-    argued = {(m.arm, m.id): r for m in mutants if (r := equivalent_reason(matrix, m)) is not None}
+    argued = {
+        (m.arm, m.id): r
+        for m in mutants
+        if (r := equivalent_reason(matrix, m, opts.backend)) is not None
+    }
     entries = [_prepare(m, installs[m.arm], opts) for m in mutants if (m.arm, m.id) not in argued]
     order = suite_order(matrix, opts, costs or shard.load_costs())
     derived = write_matrix(matrix, entries, opts.out / "mutants" / "matrix.yaml")

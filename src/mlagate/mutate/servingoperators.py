@@ -97,9 +97,7 @@ def _called_closure(fns: dict, names: set[str]) -> set[str]:
     return seen
 
 
-def serving_mutants(
-    b: _Builder, wanted: set[str], module: str, path: Path, done: set[str]
-) -> None:
+def serving_mutants(b: _Builder, wanted: set[str], module: str, path: Path, done: set[str]) -> None:
     """Every serving mutant of one module; a file shared by several modules (base.py,
     cache.py, linear.py) is mutated once per arm, run with the first module that reaches it."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -180,9 +178,7 @@ def _padding_arguments(call: ast.Call) -> list[ast.expr]:
     found = [
         k.value
         for k in call.keywords
-        if k.arg
-        and "padding" in k.arg
-        and not isinstance(k.value, ast.Constant)
+        if k.arg and "padding" in k.arg and not isinstance(k.value, ast.Constant)
     ]
     found += [a for a in call.args if isinstance(a, ast.Name) and "padding" in a.id]
     return found
@@ -203,9 +199,7 @@ def _reads_only(call: ast.Call) -> bool:
 def _cache_offset(node: ast.AST) -> bool:
     """`<a cache>.offset`: a name or attribute that says cache, read for its offset."""
     if not (
-        isinstance(node, ast.Attribute)
-        and node.attr == "offset"
-        and isinstance(node.ctx, ast.Load)
+        isinstance(node, ast.Attribute) and node.attr == "offset" and isinstance(node.ctx, ast.Load)
     ):
         return False
     base = node.value
@@ -217,10 +211,7 @@ def _row_offset(add, text: str, fn: ast.FunctionDef) -> None:
     """`cache.offset` made its first row where it is an array (a batch cache's per-row
     offsets); a single sequence's int offset is left as it was."""
     skip = {
-        id(n)
-        for c in ast.walk(fn)
-        if isinstance(c, ast.Call) and _builtin(c)
-        for n in ast.walk(c)
+        id(n) for c in ast.walk(fn) if isinstance(c, ast.Call) and _builtin(c) for n in ast.walk(c)
     }
     if "import mlx.core as mx" not in text:
         return

@@ -28,7 +28,9 @@ A head run (mlagate run --head) judges each case of head against the same case o
 (`relative`): fixed by this change (fail on base, pass on head), regression (pass on base, fail
 on head), still failing as on base (fail on both, with the same failure kinds: red only when
 asked, `is_red(.., strict)`; never when both failed to build: cannot import or cannot build),
-changed failure (fail on both, of other kinds: red);
+changed failure (fail on both, of other kinds: red); changed configuration (a serving case whose
+configuration went worse than on base: equal there, not served or differing here; one that
+base served and head no longer covers: red, whatever the two verdicts);
 a head case with no base counterpart is a *new case*, judged by its expectation as above.
 
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 import re
 
 from mlagate.caseid import CaseId
+from mlagate.matrix.findings import FINDING_FIXED
 
 OUTCOMES = (
     "as expected",
@@ -50,6 +53,7 @@ OUTCOMES = (
     "regression",
     "not fixed",
     "still failing as on base",
+    "changed configuration",
     "flaky",
     "lost control",
     "fixed",
@@ -58,9 +62,20 @@ OUTCOMES = (
     "cannot build",
     "missing",
 )
-RED = ("changed failure", "regression", "not fixed", "flaky", "lost control", "fixed")
+CHANGED_CONFIGURATION = "changed configuration"
+RED = (
+    "changed failure",
+    "regression",
+    "not fixed",
+    "flaky",
+    "lost control",
+    "fixed",
+    CHANGED_CONFIGURATION,
+)
 FIXED_BY_CHANGE, STILL_FAILING = "fixed by this change", "still failing as on base"
-RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING)  # only a head run has them
+RELATIVE = (FIXED_BY_CHANGE, STILL_FAILING, CHANGED_CONFIGURATION)  # only a head run has them
+# a serving configuration's outcomes from best to worst (mlagate.harness.configurations)
+CONFIGURATION_RANK = {"equal": 0, "cannot serve": 1, "differs": 2, "raised": 2}
 CANNOT_IMPORT, CANNOT_BUILD = "cannot import", "cannot build"
 NOT_MEASURED_OUTCOMES = ("invalid", CANNOT_IMPORT, CANNOT_BUILD, "missing")  # exit 3
 NEW_CASE = "new case"  # a flag of a head case without base counterpart, not an outcome
@@ -148,8 +163,12 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     ):
         return own
     head, base = head_row["verdict"], base_row["verdict"]
+    if head != "invalid" and base != "invalid" and worse_configurations(head_row, base_row):
+        return CHANGED_CONFIGURATION
     if (head, base) == ("pass", "fail"):
         return FIXED_BY_CHANGE
+    if (head, base) == ("fail", "pass") and _kinds(head_row) == {FINDING_FIXED}:
+        return FIXED_BY_CHANGE  # what base cannot serve, head serves and equal
     if (head, base) == ("fail", "pass"):
         return "regression"
     if (head, base) == ("fail", "fail"):
@@ -158,6 +177,22 @@ def relative(head_row: dict, base_row: dict | None) -> str:
     if head == base == "pass":
         return "as expected"
     return own  # base invalid or argued: nothing to compare with
+
+
+def worse_configurations(head_row: dict, base_row: dict) -> list[str]:
+    """The serving configurations (metrics.configurations) whose outcome on head is worse than
+    on base, or that base covered and head does not: "LABEL: equal -> cannot serve"."""
+    theirs = ((base_row.get("metrics") or {}).get("configurations")) or {}
+    ours = ((head_row.get("metrics") or {}).get("configurations")) or {}
+    out = []
+    for label, b in theirs.items():
+        h = ours.get(label, {"outcome": "not covered"})
+        rank = CONFIGURATION_RANK.get(h["outcome"], 3)
+        if rank > CONFIGURATION_RANK.get(b["outcome"], 3) or (
+            rank == CONFIGURATION_RANK["differs"] and b["outcome"] != h["outcome"]
+        ):
+            out.append(f"{label}: {b['outcome']} -> {h['outcome']}")
+    return out
 
 
 def mark_as_baseline(rows: list[dict]) -> list[dict]:

@@ -110,6 +110,20 @@ def leaves(caches) -> list:
     return out
 
 
+def refusing(cache, needs: tuple[str, ...], trimmable: bool, flat: bool = True) -> list[str]:
+    """The cache classes of `cache` (its leaves; with flat=False the list's own entries) lacking
+    one of `needs`, or (with `trimmable`) saying they cannot be trimmed, sorted, each once."""
+    caches = leaves(cache) if flat else [c for c in cache if c is not None]
+    return sorted(
+        {
+            type(c).__name__
+            for c in caches
+            if not all(hasattr(c, n) for n in needs)
+            or (trimmable and hasattr(c, "is_trimmable") and not c.is_trimmable())
+        }
+    )
+
+
 def _flat(value, prefix: str, into: list) -> None:
     if value is None:
         return
@@ -302,12 +316,10 @@ def _reject(mx, name: str, api, cache, txn, S: int, keep: int) -> dict:
             "rejected": k,
             "trimmed": _int(trimmed) if not isinstance(trimmed, list) else None,
         }
-    refused = [
-        type(c).__name__ for c in cache if hasattr(c, "is_trimmable") and not c.is_trimmable()
-    ]
+    refused = refusing(cache, (), trimmable=True, flat=False)
     if refused:
         raise RollbackRefused(
-            f"is_trimmable() is False for {', '.join(sorted(set(refused)))}: the runtime cannot "
+            f"is_trimmable() is False for {', '.join(refused)}: the runtime cannot "
             "drop rejected tokens"
         )
     trimmed = [c.trim(k) for c in cache]

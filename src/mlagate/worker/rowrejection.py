@@ -21,20 +21,9 @@ level; MLX and the runtime arrive through the worker.
 
 from __future__ import annotations
 
-from mlagate.worker.rollback import drop_tokens, has_transaction, leaves
+from mlagate.worker.rollback import drop_tokens, has_transaction, refusing
 
-
-def refusing(cache, needs: tuple[str, ...], trimmable: bool) -> list[str]:
-    """The cache classes of `cache` lacking one of `needs`, or (with `trimmable`) saying they
-    cannot be trimmed."""
-    return sorted(
-        {
-            type(c).__name__
-            for c in leaves(cache)
-            if not all(hasattr(c, n) for n in needs)
-            or (trimmable and hasattr(c, "is_trimmable") and not c.is_trimmable())
-        }
-    )
+__all__ = ["RowRejectionOps", "refusing"]
 
 
 class RowRejectionOps:
