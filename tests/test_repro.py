@@ -1,0 +1,290 @@
+"""mlagate repro: each measured finding's standalone script reproduces it in a fresh
+environment holding only the arm's packages (no mlagate), and a script of a finding that an arm
+does not have (fixed there, or a module that honours the setting) does not reproduce there."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mlagate import matrix as matrix_mod
+from mlagate.paths import default_path
+from mlagate.repro import env
+from mlagate.repro.core import ReproRequest, repro
+
+SHIPPED = matrix_mod.load(default_path())
+
+
+def case(suite, module, arm, geometry):
+    return f"{suite}::{module}::{arm}::{geometry}::float32::cpu"
+
+
+# (case, --config, reproduces, expected): every finding of docs/findings.md with a script, on an
+# arm where it holds, and where it does not (fixed there, or a module without the defect).
+# Expected is what the matrix says: True where an expectation (or an `unservable` declaration
+# naming the module) holds it, False where nothing does, None where a declaration for every
+# module of the suite allows it (the runtime decides, as the suite's own probe does).
+CASES = [
+    (
+        case("serving_quantized", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2-patched", "deepseek-v3"),
+        "q8",
+        True,
+        None,
+    ),  # AttributeError: 'list' object has no attribute 'swapaxes' (patched site)
+    (
+        case("serving_quantized", "mlx-lm/deepseek_v32", "mlx-lm-0.32.2", "deepseek-v3.2-exp"),
+        "q4",
+        True,
+        None,
+    ),  # maybe_quantize_kv_cache leaves the caches unquantized
+    (
+        case("serving_rotating", "mlx-lm/deepseek_v32", "mlx-lm-0.32.2", "deepseek-v3.2-exp"),
+        None,
+        True,
+        None,
+    ),  # make_cache ignores max_kv_size (no --config: the declaration names the finding)
+    (
+        case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3"),
+        None,
+        True,
+        True,
+    ),  # a verify step past the window differs from decoding
+    (
+        case("serving_batched", "mlx-lm/kimi_linear", "mlx-lm-0.31.3", "kimi-linear-48b"),
+        None,
+        True,
+        True,
+    ),  # padded rows differ from their plain runs
+    (
+        case("serving_batched", "mlx-lm/kimi_linear", "mlx-lm-0.32.2", "kimi-linear-48b"),
+        "padded_rows",
+        False,
+        False,
+    ),  # fixed in 0.32.2
+    (
+        case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3"),
+        "max_kv_size",
+        False,
+        None,
+    ),  # deepseek_v3 has no make_cache: the rotating cache is offered
+    (
+        case("causal", "mlx-lm/mistral4", "mlx-lm-0.32.2", "mistral-small-4"),
+        None,
+        True,
+        True,
+    ),  # the forced absorbed branch at L = 2 raises: a "causal" mask string
+    (
+        case("causal", "mlx-lm/mistral4", "mlx-lm-0.32.2-patched", "mistral-small-4"),
+        "forced_absorbed",
+        False,
+        False,
+    ),  # the patched branch makes the mask: bitwise with decoding
+    (
+        case("trim_after_rejection", "mlx-vlm/glm5_next", "mlx-vlm-0.6.17", "glm-5.3-flash"),
+        None,
+        True,
+        True,
+    ),  # 14 of 20 rejections: the next decode raises on the stale pool
+    (
+        case("trim_after_rejection", "mlx-vlm/glm5_next", "mlx-vlm-0.7.10", "glm-5.3-flash"),
+        "rejection",
+        False,
+        False,
+    ),  # the rewrite's speculative cache transaction: bitwise
+    (
+        case("pool_equivalence", "mlx-vlm/hy_v4", "mlx-vlm-0.7.10", "hy-v4"),
+        None,
+        True,
+        True,
+    ),  # the compiled top-k: wide steps off by millions of ULPs
+    (
+        case("pool_equivalence", "mlx-vlm/deepseek_v32", "mlx-vlm-0.7.10", "deepseek-v3.2-exp"),
+        "wide_step",
+        False,
+        False,
+    ),  # an indexer without the compiled partition
+    (
+        case("serving_prompt_reuse", "mlx-vlm/glm5_next", "mlx-vlm-0.7.10", "glm-5.3-flash"),
+        None,
+        True,
+        True,
+    ),  # a CacheList has no offset: nothing trimmed
+    (
+        case("serving_prompt_reuse", "mlx-vlm/deepseek_v3", "mlx-vlm-0.7.10", "deepseek-v3"),
+        "trim",
+        False,
+        False,
+    ),  # a KVCache a layer: trimmed, bitwise
+    (
+        case("dispatch", "mlx-vlm/hy_v4", "mlx-vlm-0.7.10", "hy-v4"),
+        None,
+        True,
+        True,
+    ),  # its own sequence_length == 1 guard: warm steps materialise
+    (
+        case("dispatch", "mlx-vlm/glm5_next", "mlx-vlm-0.7.10", "glm-5.3-flash"),
+        None,
+        True,
+        True,
+    ),  # length <= 8 absorbs on a cold cache
+    (
+        case("dispatch", "mlx-vlm/deepseek_v32", "mlx-vlm-0.7.10", "deepseek-v3.2-exp"),
+        "path_rule",
+        False,
+        False,
+    ),  # the fixed module follows max_absorbed_queries
+    (
+        case("serving_rotating", "mlx-vlm/deepseek_v3", "mlx-vlm-0.6.17", "deepseek-v3"),
+        None,
+        True,
+        True,
+    ),  # mlx-vlm's RotatingKVCache: the same verify step past the window
+    (
+        case("serving_rotating", "mlx-vlm/deepseek_v3", "mlx-vlm-0.7.10", "deepseek-v3"),
+        "verify",
+        False,
+        False,
+    ),  # fixed in 0.7.10
+    (
+        case("serving_quantized", "mlx-vlm/deepseek_v3", "mlx-vlm-0.7.10", "deepseek-v3"),
+        "q8",
+        True,
+        None,
+    ),  # mlx-vlm's QuantizedKVCache: the same packed tuple in the rope score
+    (
+        case("serving_rotating", "mlx-vlm/glm5_next", "mlx-vlm-0.7.10", "glm-5.3-flash"),
+        "max_kv_size",
+        True,
+        None,
+    ),  # its make_cache: a KVCache and a PoolingCache, 40 tokens held with W = 32
+]
+
+
+def test_each_findings_declarations_are_the_shipped_matrixs():
+    from mlagate.repro.findings import FINDINGS
+
+    names = {u.finding for u in SHIPPED.unservable}
+    assert {n for f in FINDINGS.values() for n in f.unservable} <= names
+
+
+@pytest.mark.parametrize(("cid", "config", "_", "expected"), CASES, ids=lambda v: str(v)[:60])
+def test_what_the_matrix_expects_of_each_case(cid, config, _, expected, tmp_path):
+    """Without running: expected as the matrix says, and a script written either way."""
+    result = repro(ReproRequest(SHIPPED, cid, tmp_path, config=config, run=False))
+    assert result.expected is expected and result.exit_code == 0, result.line()
+    assert result.script.is_file()
+
+
+def test_a_fixed_or_unexpected_finding_exits_1_and_one_the_runtime_decides_never_does():
+    from mlagate.repro.core import ReproResult
+    from mlagate.repro.findings import FINDINGS
+
+    def code(expected, reproduced):
+        out = "REPRODUCED: x" if reproduced else "NOT REPRODUCED: x"
+        run = env.Run(1 if reproduced else 0, out)
+        f = FINDINGS["padded_rows"]
+        return ReproResult(f, "c", Path("s"), Path("i"), expected, run).exit_code
+
+    assert (code(True, True), code(True, False), code(False, True), code(False, False)) == (
+        0,
+        1,
+        1,
+        0,
+    )
+    assert (code(None, True), code(None, False)) == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory):
+    """One environment per arm, shared by that arm's scripts (each made fresh per session)."""
+    root = tmp_path_factory.mktemp("envs")
+    return lambda arm: root / arm
+
+
+@pytest.mark.arms
+@pytest.mark.parametrize(
+    ("cid", "config", "reproduces", "expected"), CASES, ids=lambda v: str(v)[:60]
+)
+def test_each_finding_reproduces_where_it_holds_and_not_where_it_does_not(
+    cid, config, reproduces, expected, envs, tmp_path
+):
+    out = tmp_path / "out"
+    arm = cid.split("::")[2]
+    result = repro(ReproRequest(SHIPPED, cid, out, config=config, venv=envs(arm)))
+    assert result.reproduced is reproduces, result.run.output
+    assert result.expected is expected and result.exit_code == 0, result.line()
+    text = result.script.read_text()
+    assert "mlagate" not in text.split('"""', 2)[2].replace("mlagate repro", ""), "imports mlagate"
+    python = env._python(envs(arm))
+    alone = subprocess.run([str(python), "-I", "-c", "import mlagate"], capture_output=True)
+    assert alone.returncode != 0, "the environment holds mlagate"
+    issue = result.issue.read_text()
+    for part in ("## Environment", "- mlx: ", "## Expected", result.run.verdict_line, "```python"):
+        assert part in issue, part
+
+
+def test_a_script_that_cannot_run_to_a_verdict_is_not_a_reproduction():
+    """A traceback (exit 1, no verdict line) or a verdict line the exit status contradicts
+    decides nothing."""
+    assert env.Run(1, "Traceback ...\nValueError: x").reproduced is None
+    assert env.Run(0, "REPRODUCED: x").reproduced is None
+    assert env.Run(1, "NOT REPRODUCED: x").reproduced is None
+    assert env.Run(1, "a\nREPRODUCED: x").reproduced is True
+    assert env.Run(0, "NOT REPRODUCED: x").reproduced is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serving_rotating::mlx-lm/deepseek_v3"], "is not suite::module::arm"),
+        ([case("serving_rotating", "mlx-lm/nope", "mlx-lm-0.32.2", "deepseek-v3")], "module"),
+        (
+            [case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "glm-5.3-flash")],
+            "not one of mlx-lm/deepseek_v3's",
+        ),
+        (
+            [
+                case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3"),
+                "--config",
+                "q9",
+            ],
+            "--config: q9 names no finding",
+        ),
+        ([case("probes", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3")], "--config"),
+        (
+            [
+                case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3"),
+                "--out",
+                "{file}",
+            ],
+            "--out: ",
+        ),
+        (
+            [
+                case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3"),
+                "--venv",
+                "{file}",
+            ],
+            "--venv: ",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, said, run_cli, tmp_path):
+    (tmp_path / "file").write_text("x")
+    argv = [str(a).replace("{file}", str(tmp_path / "file")) for a in argv]
+    out = [] if "--out" in argv else ["--out", tmp_path / "o"]
+    proc = run_cli("repro", *argv, *out, "--no-run")
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_no_run_writes_the_script_its_case_and_the_issue(run_cli, tmp_path):
+    cid = case("serving_rotating", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3")
+    proc = run_cli("repro", cid, "--out", tmp_path / "o", "--no-run")
+    assert proc.returncode == 0, proc.stderr
+    script = tmp_path / "o" / "repro_rotating_verify.py"
+    compile(script.read_text(), str(script), "exec")
+    assert '"seed": 14' in script.read_text() and '"max_kv_size": 32' in script.read_text()
+    assert (tmp_path / "o" / "case.json").is_file() and (tmp_path / "o" / "issue.md").is_file()
