@@ -9,7 +9,7 @@ DeepSeek-V3, Moonlight, GLM-4.7-Flash).
 
 Each run is `mlagate run --aa --suite l1_parity` into a fresh folder: one A/A gate run (l1_parity
 is the one performance suite that compares two workers). An arm against itself differs only by
-noise, so any case that is not a pass (fail: the interval over process pairs lay beyond the
+noise, so any case that is not a pass (fail: the interval over process pairs lay above the
 tolerance; invalid: it still straddled it when the budget ran out) is a false alarm, and a run
 with any such case is a red gate run. Prints one JSON line a case (appended to --out too) and a
 summary line: red gate runs, false fails, the median interval width, the spread between

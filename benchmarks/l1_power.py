@@ -12,19 +12,25 @@ The planted arms are temporary: the benchmark writes a matrix of its own (the re
 a temporary folder beside links to everything else) with one arm per size, `l1plant-<size>`:
 the patched mlx-lm 0.32.2 arm (`pypi` + the shipped patch, baseline the stock arm) with an
 activation (`activate`, docs/matrix.md) that wraps `DeepseekV3Attention.__call__` and, for a
-call with one query, busy-waits `size` percent of the L = 1 step measured at that cache length
-(the nearest measured one) before calling the runtime's own method (`--mode sleep` sleeps that
-long instead, `--mode work` evaluates that long's worth of 64x64 matmuls, timed when the worker
-starts). The arms differ only in their activation's environment, so they share one install;
-nothing shipped is changed. `--steps '{"256": 0.005, ...}'` gives the steps instead of sizing.
+call with one query, busy-waits the arm's wait at that cache length (the nearest one sized)
+before calling the runtime's own method (`--mode sleep` sleeps that long instead, `--mode work`
+evaluates that long's worth of 64x64 matmuls, timed when the worker starts). The arms differ
+only in their activation's environment, so they share one install; nothing shipped is changed.
+`--steps '{"256": 0.005, ...}'` gives the steps instead of sizing.
 
-Sizing: the first run of size 0 (the activation installed, no wait) measures the stock
-baseline's L = 1 step per cache length (the median of its pairs' `baseline_s`); the planted
-sizes wait that share of it. Runs interleave the sizes (0, 2, 5, 10, then again), so a change
-of the machine's load reaches every size alike. Each case is one JSON line (the size, the
-verdict, why, the measured change and interval per cache length, the case's time, the load
-average when its run started) in OUT-DIR/l1-power-NAME.jsonl; the table per size (cases
-decided pass / fail / invalid, median measured change, median and longest case time) goes to
+Sizing, by the measured step at each cache length: the first run of size 0 (the activation
+installed, no wait) measures the stock baseline's L = 1 step per cache length (the median of
+its pairs' `baseline_s`), and a size's first wait is that share of it. A wait of w seconds
+does not cost w everywhere (on a 2-core CPU +5 % of a 0.77 ms step measured +13 %), so after
+each case of a size the benchmark measures what its wait realised at each cache length (the
+case's change against the stock arm, less the unplanted arm's own change there) and sizes
+that size's next wait by it (`waits`): the realised change is what the table reports, beside
+the nominal size. Runs interleave the sizes (0, 2, 5, 10, then again), so a change of the
+machine's load reaches every size alike. Each case is one JSON line (the size, its waits, the
+verdict, why, the measured change and interval per cache length, every process pair's change,
+the case's time, the load average when its run started) in OUT-DIR/l1-power-NAME.jsonl
+(benchmarks/l1_replay.py replays its pairs); the table per size (cases decided pass / fail /
+invalid, the realised change per cache length, median and longest case time) goes to
 OUT-DIR/l1-power-NAME.json and .md, with the machine and the gates used.
 """
 
@@ -45,49 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULE = "mlx-lm/deepseek_v3"
 PATCHED = "mlx-lm-0.32.2-patched"
 
-PLANT = '''"""A planted L = 1 slowdown (benchmarks/l1_power.py): a busy-wait in every attention call
-with one query, L1PLANT_FRACTION of the step measured at the nearest cache length."""
-
-import json
-import os
-import time
-
-import mlx.core as mx
-from mlx_lm.models import deepseek_v3
-
-
-def install():
-    fraction = float(os.environ.get("L1PLANT_FRACTION", "0"))
-    steps = {int(t): s for t, s in json.loads(os.environ.get("L1PLANT_STEPS", "{}")).items()}
-    cls = deepseek_v3.DeepseekV3Attention
-    runtime_call = cls.__call__
-    a = mx.random.normal((64, 64))
-    mx.eval(a @ a)
-    started = time.perf_counter()
-    for _ in range(2000):
-        mx.eval(a @ a)
-    unit_s = (time.perf_counter() - started) / 2000
-
-    def planted(self, x, mask=None, cache=None):
-        if fraction and steps and x.shape[1] == 1 and cache is not None:
-            nearest = min(steps, key=lambda t: abs(t - cache.offset))
-            wait = fraction * steps[nearest]
-            if os.environ.get("L1PLANT_MODE") == "sleep":
-                time.sleep(wait)
-            elif os.environ.get("L1PLANT_MODE") == "work":
-                for _ in range(round(wait / unit_s)):
-                    mx.eval(a @ a)
-            else:
-                until = time.perf_counter() + wait
-                while time.perf_counter() < until:
-                    pass
-            if os.environ.get("L1PLANT_LOG"):
-                with open(os.environ["L1PLANT_LOG"], "a") as fh:
-                    fh.write(f"{cache.offset} {fraction * steps[nearest]:.6f}\\n")
-        return runtime_call(self, x, mask, cache)
-
-    cls.__call__ = planted
-'''
+PLANT = Path(__file__).with_name("l1_plant.py")  # the activation the planted arms run
 
 
 def main() -> None:
@@ -111,15 +75,19 @@ def main() -> None:
         if args.until and time.monotonic() - started + expected > args.until:
             print(f"stopped before run {i} size {size:g}: --until {args.until:g} s")
             break
-        matrix = _matrix(folder, sizes, steps, args)
+        wait = waits(size, steps, lines)
+        matrix = _matrix(folder, {size: wait}, args)
         for line in _gate_run(i, size, matrix, args):
+            line["wait_s"] = {str(t): w for t, w in wait.items()}
+            line["realised"] = realised(line, lines)
             longest[size] = max(longest.get(size, 0.0), line["case_s"] + 15)
             lines.append(line)
             with open(lines_path, "a") as fh:
                 fh.write(json.dumps(line) + "\n")
-            print(json.dumps({k: line[k] for k in ("run", "size", "verdict", "case_s")}))
+            shown = {k: line[k] for k in ("run", "size", "verdict", "case_s", "realised")}
+            print(json.dumps(shown))
             if size == 0 and not steps:
-                steps = line["baseline_step_s"]
+                steps = {int(t): s for t, s in line["baseline_step_s"].items()}
     table = summary(lines, sorted({c["size"] for c in lines} | set(sizes)))
     doc = {"machine": _machine(), "gates": _gates(folder, args), "steps_s": steps, "table": table}
     (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -134,6 +102,45 @@ def _kept(path: Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
+def _unplanted(lines: list[dict]) -> dict[int, float]:
+    """The unplanted arm's own change against stock per cache length (median over its cases):
+    what the activation costs without a wait."""
+    by_t: dict[int, list[float]] = {}
+    for c in lines:
+        if c["size"] == 0:
+            for t in c["l1"]:
+                by_t.setdefault(int(t["T"]), []).append(t["change"])
+    return {T: statistics.median(v) for T, v in by_t.items()}
+
+
+def realised(line: dict, lines: list[dict]) -> dict[str, float]:
+    """What a case's wait realised per cache length: its change against stock, less the
+    unplanted arm's own change there (0 for the unplanted cases themselves)."""
+    base = _unplanted(lines) if line["size"] else {}
+    return {str(t["T"]): t["change"] - base.get(int(t["T"]), 0.0) for t in line["l1"]}
+
+
+def waits(size: float, steps: dict[int, float], lines: list[dict]) -> dict[int, float]:
+    """The wait per cache length that realises `size` percent: the first case of a size waits
+    that share of the measured stock step; later ones scale it by what the earlier cases of the
+    size realised per second waited (the median over them), so the realised change is the
+    nominal one where the machine makes a wait cost more or less than its length."""
+    if not size or not steps:
+        return {}
+    target, out = size / 100, {}
+    for T, step in steps.items():
+        gains = [
+            c["realised"][str(T)] / c["wait_s"][str(T)]
+            for c in lines
+            if c["size"] == size
+            and c.get("wait_s", {}).get(str(T))
+            and str(T) in c.get("realised", {})
+        ]
+        gain = statistics.median(gains) if gains else 0.0
+        out[T] = target / gain if gain > target / (10 * step) else target * step
+    return out
+
+
 def summary(lines: list[dict], sizes: list[float]) -> list[dict]:
     """Per planted size: decided pass / fail / invalid counts, median measured change (the
     worst cache length of each case), case times."""
@@ -143,9 +150,19 @@ def summary(lines: list[dict], sizes: list[float]) -> list[dict]:
         if not cases:
             continue
         worst = [max((t["change"] for t in c["l1"]), key=abs) for c in cases if c["l1"]]
+        ts = sorted({int(t) for c in cases for t in c.get("realised", {})})
         rows.append(
             {
                 "size_pct": size,
+                "realised": {
+                    str(T): round(
+                        statistics.median(
+                            c["realised"][str(T)] for c in cases if str(T) in c.get("realised", {})
+                        ),
+                        4,
+                    )
+                    for T in ts
+                },
                 "cases": len(cases),
                 "pass": sum(c["verdict"] == "pass" for c in cases),
                 "fail": sum(c["verdict"] == "fail" for c in cases),
@@ -170,13 +187,16 @@ def markdown(doc: dict) -> str:
         f"`mlagate run {' '.join(g['run_args'])}`.\n\n"
     )
     rows = [
-        "| planted L = 1 slowdown | cases | pass | fail | invalid | median change (worst cache "
-        "length) | process pairs (median) | case time: median (longest) | load average |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| planted L = 1 slowdown: nominal | realised (median a cache length) | cases | pass | "
+        "fail | invalid | median change (worst cache length) | process pairs (median) | case "
+        "time: median (longest) | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["table"]:
+        real = r.get("realised") or {}
+        said = ", ".join(f"{v:+.1%} at T={T}" for T, v in real.items()) or "-"
         rows.append(
-            f"| +{r['size_pct']:g} % | {r['cases']} | {r['pass']} | {r['fail']} | "
+            f"| +{r['size_pct']:g} % | {said} | {r['cases']} | {r['pass']} | {r['fail']} | "
             f"{r['invalid']} | {r['median_change']:+.1%} | {r['median_pairs']:g} | "
             f"{r['median_case_s']:.0f} s ({r['longest_case_s']:.0f} s) | "
             f"{r['load_1min'][0]:.1f} to {r['load_1min'][1]:.1f} |"
@@ -191,17 +211,19 @@ def _stage(folder: Path) -> None:
         if entry.name not in ("matrix.yaml", ".git", ".venv"):
             (folder / entry.name).symlink_to(entry)
     (folder / "l1plant").mkdir()
-    (folder / "l1plant" / "__init__.py").write_text(PLANT)
+    (folder / "l1plant" / "__init__.py").write_text(PLANT.read_text())
 
 
 def _arm_id(size: float) -> str:
     return f"l1plant-{size:g}".replace(".", "p")
 
 
-def _matrix(folder: Path, sizes: list[float], steps: dict, args) -> Path:
+def _matrix(folder: Path, planted: dict[float, dict[int, float]], args) -> Path:
+    """The benchmark's matrix: the repository's, with an arm per size waiting `planted[size]`
+    seconds per cache length."""
     m = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     patched = m["arms"][PATCHED]
-    for size in sizes:
+    for size, wait in planted.items():
         m["arms"][_arm_id(size)] = {
             "runtime": patched["runtime"],
             "pypi": patched["pypi"],
@@ -213,8 +235,7 @@ def _matrix(folder: Path, sizes: list[float], steps: dict, args) -> Path:
                 "function": "install",
                 "install": ["l1plant"],
                 "env": {
-                    "L1PLANT_FRACTION": str(size / 100),
-                    "L1PLANT_STEPS": json.dumps({str(t): s for t, s in steps.items()}),
+                    "L1PLANT_WAITS": json.dumps({str(t): w for t, w in wait.items()}),
                     "L1PLANT_LOG": os.environ.get("L1PLANT_LOG"),
                     "L1PLANT_MODE": args.mode,
                 },
@@ -283,6 +304,9 @@ def _case_line(i: int, size: float, load: float, r: dict) -> dict:
         "baseline_step_s": {
             T: statistics.median(p["baseline_s"] for p in pairs if p["T"] == T) for T in ts
         },
+        "pair_changes": [
+            {k: p[k] for k in ("pair", "T", "change", "seconds") if k in p} for p in pairs
+        ],
         "l1": [
             {
                 "T": int(T),

@@ -7,6 +7,7 @@ tests/test_l1_parity_arms.py and tests/test_performance_suites.py."""
 
 import contextlib
 import importlib.util
+import math
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,9 +38,13 @@ class Case:
         self.profile = SimpleNamespace(perf_cache_lengths=[256, 1024])
         self.metrics: dict = {}
         self.clock, self.round_s = 0.0, round_s
+        self.passed = ""
 
     def metric(self, key, value):
         self.metrics[key] = value
+
+    def pass_reason(self, reason: str) -> None:
+        self.passed = reason
 
     def _elapsed(self) -> float:
         return self.clock
@@ -74,7 +79,7 @@ def _run(
         mla_.clock += mla_.round_s
         for T in caches:
             y = figures[p] if figures else rng.gauss(centre, sd)
-            yield T, y, {"pair": p, "T": T, "change": 0.0}
+            yield T, y, {"pair": p, "T": T, "change": math.expm1(y)}
 
     monkeypatch.setattr(suite, "_primed_once", primed)
     monkeypatch.setattr(suite, "_round", round_)
@@ -82,7 +87,7 @@ def _run(
         suite.test_l1_parity(mla)
     except (Invalid, Failed) as e:
         return mla.metrics, e
-    return mla.metrics, None
+    return mla.metrics, mla.passed or None
 
 
 def test_undecided_at_the_pair_limit_says_so_not_the_budget(monkeypatch):
@@ -105,15 +110,52 @@ def test_undecided_on_the_budget_says_so(monkeypatch):
     assert "limit" not in str(err)
 
 
-@pytest.mark.parametrize("centre, verdict", [(0.0, None), (0.25, "fail"), (-0.25, "fail")])
+@pytest.mark.parametrize("centre, verdict", [(0.0, "pass"), (0.25, "fail"), (-0.25, "pass")])
 def test_decided_cases_stop_early(monkeypatch, centre, verdict):
     metrics, err = _run(monkeypatch, centre, 0.01)
     assert metrics["sequential"]["stopped"] == "decided"
     assert metrics["sequential"]["process_pairs"] == 4
-    if verdict is None:
-        assert err is None
+    if verdict == "pass":
+        assert isinstance(err, str) and "not slower beyond the 10% tolerance" in err
     else:
-        assert isinstance(err, Failed) and "beyond the 10% tolerance" in str(err)
+        assert isinstance(err, Failed) and "slower beyond the 10% tolerance" in str(err)
+
+
+def test_the_rule_is_one_sided_a_speed_up_passes_and_is_reported(monkeypatch):
+    # 22 % faster: the interval lies wholly below -tolerance, which the two-sided rule failed
+    metrics, said = _run(monkeypatch, -0.25, 0.01)
+    assert isinstance(said, str) and "faster by 22." in said
+    assert all(r["decided"] == "pass" and r["ci"][1] < -0.10 for r in metrics["l1"].values())
+    # an unchanged arm passes without a speed-up claimed
+    _, said = _run(monkeypatch, 0.0, 0.01)
+    assert "faster" not in said
+
+
+def test_a_planted_slowdown_still_fails_and_a_small_one_inside_the_tolerance_passes(monkeypatch):
+    _, err = _run(monkeypatch, 0.05, 0.01, tol=0.032)
+    assert isinstance(err, Failed) and "L = 1 slower beyond the 3.2% tolerance: +5." in str(err)
+    _, said = _run(monkeypatch, 0.0, 0.01, tol=0.032)
+    assert isinstance(said, str) and "3.2% tolerance" in said
+
+
+def test_a_spread_too_wide_for_the_last_look_names_the_floor_and_the_tolerance_needed(monkeypatch):
+    from mlagate import stats
+
+    metrics, err = _run(monkeypatch, 0.0, 0.4)
+    assert isinstance(err, Invalid) and metrics["sequential"]["stopped"] == "max_pairs"
+    floor = metrics["floor"]
+    assert floor["pairs"] == 12 and floor["floor"] > 0.10 and floor["needed_tolerance"] > 0.10
+    assert f"+-{floor['floor']:.1%} wide (the runner's measured floor)" in str(err)
+    assert "12 process pairs are too few here, it needs a tolerance of" in str(err)
+    assert f"{floor['needed_tolerance'] * 100:.3g}% (as mlagate calibrate computes it)" in str(err)
+    # one mechanism: calibrate's rule on the intervals the floor names
+    assert floor["needed_tolerance"] == stats.needed_tolerance(list(floor["intervals"].values()))
+
+
+def test_a_budget_stop_whose_spread_would_decide_at_the_last_look_says_so(monkeypatch):
+    metrics, err = _run(monkeypatch, 0.0, 0.10, budget_s=20, round_s=5)
+    assert isinstance(err, Invalid) and metrics["sequential"]["stopped"] == "budget"
+    assert "12 pairs would decide it; the limit above stopped it first" in str(err)
 
 
 def test_a_case_decided_at_its_last_look_is_recorded_as_decided(monkeypatch):
@@ -121,7 +163,7 @@ def test_a_case_decided_at_its_last_look_is_recorded_as_decided(monkeypatch):
     # trimmed (Yuen) interval drops them and passes, at the last look
     ys = [0.5, -0.5] + [0.01, -0.01] * 5
     metrics, err = _run(monkeypatch, 0.0, 0.0, figures=ys)
-    assert err is None
+    assert isinstance(err, str) and "not slower beyond" in err  # a pass, with its reason
     assert {r["pairs"] for r in metrics["l1"].values()} == {12}
     seq = metrics["sequential"]
     assert seq["stopped"] == "decided" and seq["max_pairs"] == 12 and seq["tolerance"] == 0.10
@@ -160,3 +202,33 @@ def test_an_uncalibrated_aa_run_measures_the_floor_for_calibrate(monkeypatch):
     floor = calibrate.aa_floor([{**row, "geometry": {"id": "g"}}])
     assert 0 < floor["aa_floor"] < 0.05 and floor["bound"] <= 0.05
     assert f"intervals reach {floor['aa_floor']:.1%}" in str(err)
+
+
+def _calibrated(metrics: dict) -> dict:
+    from mlagate.commands import calibrate
+
+    row = {"suite": "l1_parity", "case_id": "c", "arm": "a", "module": "m", "metrics": metrics}
+    return calibrate.aa_floor([{**row, "geometry": {"id": "g"}}])
+
+
+def test_the_tolerance_an_undecided_case_needs_is_the_one_calibrate_proposes(monkeypatch):
+    metrics, err = _run(monkeypatch, 0.0, 0.03, tol=0.02)  # an A/A run too noisy for 2 %
+    assert isinstance(err, Invalid) and "too few here" in str(err)
+    gate = _calibrated(metrics)
+    assert gate["bound"] == metrics["floor"]["needed_tolerance"]
+
+
+def test_calibrate_projects_a_budget_stopped_aa_case_to_its_last_look(monkeypatch):
+    from mlagate import stats
+    from mlagate.contract.gates import UNCALIBRATED
+
+    metrics, err = _run(monkeypatch, 0.0, 0.04, tol=UNCALIBRATED, budget_s=25, round_s=5)
+    assert isinstance(err, Invalid) and metrics["sequential"]["stopped"] == "budget"
+    assert {r["pairs"] for r in metrics["l1"].values()} == {6}  # the budget allowed 6 of 12
+    gate = _calibrated(metrics)
+    measured = stats.needed_tolerance([r["ci"] for r in metrics["l1"].values()])
+    figures = {int(T): [] for T in metrics["l1"]}
+    for p in metrics["pairs"]:
+        figures[p["T"]].append(math.log1p(p["change"]))
+    at_last = stats.last_look_floor(figures, 12, metrics["sequential"]["look_confidence"])
+    assert gate["bound"] == at_last["needed_tolerance"] < measured

@@ -1,7 +1,9 @@
 """The performance suites on the fake runtime, two-sided: the fixed arm passes every one (exit
 0), an arm whose L = 1 is 4 ms slower fails l1_parity and one whose absorbed path is 20 ms
-slower fails crossover (exit 1), a stock arm's growing marginal cost fails marginal_cost; path
-proof in every timed row, and performance suites refuse to run under xdist.
+slower fails crossover (exit 1), an arm whose L = 1 is 4 ms faster than its baseline passes
+l1_parity with the speed-up in its reason and the report, a stock arm's growing marginal cost
+fails marginal_cost; path proof in every timed row, and performance suites refuse to run under
+xdist.
 
 The fixture's tolerances (tests/fixtures/fake-perf.yaml) are wide, so that the verdicts hold on
 a loaded 2-core machine: under a load of 10 the fixed arm's intervals reached +-35 %, the
@@ -10,6 +12,7 @@ planted slowdowns sit at +300 % or more.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +62,7 @@ def perf(tmp_path_factory):
     runs = {
         "fixed": _run(tmp_path_factory.mktemp("fixed"), cache, "fake-patched", *SUITES),
         "slow_l1": _run(tmp_path_factory.mktemp("slow"), cache, "fake-slow", "l1_parity"),
+        "fast_l1": _run(tmp_path_factory.mktemp("fast"), cache, "fake-faster", "l1_parity"),
         "slow_absorbed": _run(
             tmp_path_factory.mktemp("absorbed"), cache, "fake-slow-absorbed", "crossover"
         ),
@@ -90,10 +94,28 @@ def test_a_slower_l1_arm_fails_l1_parity_and_the_run_exits_1(perf):
     assert slow["verdict"] == "fail", _why(slow, runs["slow_l1"])
     health = slow["health"]  # recorded in every performance result, the override with it
     assert health["fit"] or (health["override"] and "overridden" in slow["reason"]), health
-    assert "L = 1 changed beyond the 100% tolerance: +" in slow["reason"]
+    assert "L = 1 slower beyond the 100% tolerance: +" in slow["reason"]
     failed = [r for r in slow["metrics"]["l1"].values() if r["decided"] == "fail"]
     assert failed and all(r["ci"][0] > 1.0 and r["pairs"] >= 4 for r in failed)
     assert proc.returncode == 1, proc.stdout[-3000:]
+
+
+def test_a_faster_l1_arm_passes_l1_parity_and_says_by_how_much_in_the_report(perf, tmp_path):
+    from .conftest import cli
+
+    runs, rows, _ = perf
+    proc, _, out = runs["fast_l1"]
+    fast = rows[("l1_parity", "fake-faster")]
+    assert fast["verdict"] == "pass", _why(fast, runs["fast_l1"])
+    assert all(r["ci"][1] < 0 for r in fast["metrics"]["l1"].values())  # wholly faster
+    assert "not slower beyond the 100% tolerance" in fast["reason"]
+    said = re.search(r"faster by [0-9.]+% at T=\d+ \(interval -[^)]*\)", fast["reason"])
+    assert said, fast["reason"]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    report = cli("report", out, "--out", tmp_path / "html")
+    assert report.returncode == 0, report.stderr[-2000:]
+    page = "".join(p.read_text() for p in (tmp_path / "html").rglob("*.html"))
+    assert said.group(0) in page
 
 
 def test_a_slower_absorbed_path_fails_crossover_and_the_run_exits_1(perf):

@@ -190,3 +190,16 @@ def test_retained_ci_on_synthetic_ratios():
     assert abs(r - 0.25) < 0.01 and lo <= r <= hi < 0.3
     same, lo2, hi2 = retained_ci(plain_lo, spec_lo, plain_lo, spec_lo)
     assert same == 1.0 and lo2 <= 1.0 <= hi2 and lo2 < hi2
+
+
+def test_the_interval_at_the_last_look_is_the_measured_one_there_and_narrows_with_more_pairs():
+    rng = random.Random(5)
+    for n in (6, 12, 20):
+        ys = [rng.gauss(0.01, 0.03) for _ in range(n)]
+        _, lo, hi, _ = stats.pairs_interval(ys, 0.99)
+        assert stats.interval_at(ys, n, 0.99) == pytest.approx((lo, hi))
+        wider, narrower = stats.interval_at(ys, n // 2, 0.99), stats.interval_at(ys, 4 * n, 0.99)
+        assert wider[1] - wider[0] > hi - lo > 2 * (narrower[1] - narrower[0])
+    assert stats.interval_at([0.1], 56, 0.99) == (-math.inf, math.inf)
+    assert stats.needed_tolerance([(-0.011, 0.02), (-0.031, 0.0)]) == 0.04
+    assert stats.needed_tolerance([(-math.inf, math.inf)]) == math.inf

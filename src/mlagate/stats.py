@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def median(xs: Sequence[float]) -> float:
@@ -81,6 +81,53 @@ def pairs_interval(ys: Sequence[float], confidence: float) -> tuple[float, float
     sd = statistics.stdev(ys)
     half = t.ppf((1 + confidence) / 2, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half, "mean"
+
+
+def _pairs_df(n: int) -> int:
+    """The degrees of freedom of pairs_interval's t quantile over n process pairs."""
+    return n - 3 if n >= TRIM_FROM else n - 1
+
+
+def interval_at(ys: Sequence[float], pairs: int, confidence: float) -> tuple[float, float]:
+    """The interval pairs_interval would give over `pairs` process pairs that spread as ys do,
+    centred where ys are: its half-width scaled by the t quantiles' ratio and sqrt(n / pairs)
+    (the spread is the runner's, measured; only the count changes). Under two pairs unbounded."""
+    from scipy.stats import t
+
+    n = len(ys)
+    centre, lo, hi, _ = pairs_interval(ys, confidence)
+    if n < 2 or pairs < 2 or not math.isfinite(hi - lo):
+        return -math.inf, math.inf
+    q = (1 + confidence) / 2
+    scale = t.ppf(q, _pairs_df(pairs)) / t.ppf(q, _pairs_df(n)) * math.sqrt(n / pairs)
+    half = (hi - lo) / 2 * scale
+    return centre - half, centre + half
+
+
+def needed_tolerance(intervals: Sequence[Sequence[float]]) -> float:
+    """The tolerance that intervals of relative changes (low, high) need to fit inside: the
+    widest end of any, rounded up to a whole percent (mlagate calibrate's proposal from A/A
+    intervals, and what an undecided l1_parity case names)."""
+    widest = max(max(abs(lo), abs(hi)) for lo, hi in intervals)
+    return math.ceil(round(widest * 100, 6)) / 100 if math.isfinite(widest) else math.inf
+
+
+def last_look_floor(figures: Mapping[int, Sequence[float]], pairs: int, confidence: float) -> dict:
+    """What a runner's spread between process pairs allows at the last look: per cache length
+    the interval (relative change) over `pairs` pairs that spread as its figures (log-ratios)
+    do (interval_at); `floor`, the widest half-width; `needed_tolerance` of those intervals.
+    mlagate calibrate proposes l1_parity's tolerance by it and an undecided case names it."""
+    ends = {}
+    for T, ys in figures.items():
+        lo, hi = interval_at(ys, pairs, confidence)
+        ends[T] = (math.expm1(lo), math.expm1(hi))
+    return {
+        "pairs": pairs,
+        "confidence": confidence,
+        "intervals": {str(T): list(e) for T, e in ends.items()},
+        "floor": max((hi - lo) / 2 for lo, hi in ends.values()),
+        "needed_tolerance": needed_tolerance(list(ends.values())),
+    }
 
 
 def _bootstrap(data: tuple, statistic, level: float, seed: int) -> tuple[float, float]:

@@ -18,7 +18,7 @@ where materialising wins) and the margin at b are reported either way.
 
 from mlagate import crossover, stats
 from mlagate.harness import Failed, Invalid
-from mlagate.harness.timing import stopped_by
+from mlagate.harness.timing import stopped_at_each
 
 
 def test_crossover(mla):
@@ -40,7 +40,7 @@ def test_crossover(mla):
         _, lo, hi = stats.paired_change(t["absorbed"], t["materialised"], level)
         return "fail" if lo > tol else "pass" if hi <= tol else None
 
-    sweep, level, seq = {}, 0.95, {}
+    sweep, level, seq, counts = {}, 0.95, {}, {}
     for L in widths:
         series = [
             {"label": "absorbed", "key": key, "L": L, "force": "absorbed"},
@@ -54,6 +54,7 @@ def test_crossover(mla):
             mla.metric("sequential", seq)
         else:
             t = mla.interleaved(series)
+        counts[L] = len(t["absorbed"])
         d, lo, hi = stats.diff_ci(t["absorbed"], t["materialised"])
         sweep[L] = {
             "absorbed_s": stats.median(t["absorbed"]),
@@ -91,5 +92,6 @@ def test_crossover(mla):
     if hi > tol:
         raise Invalid(
             f"inconclusive at L={b}: absorbed is {slowdown:+.0%} vs materialised, interval "
-            f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance, {stopped_by(seq)}"
+            f"{lo:+.0%}..{hi:+.0%} straddles the {tol:.0%} tolerance; each width at T={T}: "
+            + stopped_at_each("L", b, seq, {L: n for L, n in counts.items() if L != b})
         )

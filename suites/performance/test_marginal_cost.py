@@ -21,7 +21,7 @@ bootstrap interval, are reported for every arm.
 
 from mlagate import stats
 from mlagate.harness import Failed, Invalid
-from mlagate.harness.timing import stopped_by
+from mlagate.harness.timing import stopped_at_each
 
 
 def test_marginal_cost(mla):
@@ -75,9 +75,11 @@ def test_marginal_cost(mla):
             {"relative_marginal": rel, "T": hi_t, "bound": bound},
         )
     if hi > bound:
+        fixed = {T: len(t["L=1"]) for T, t in by_t.items() if T != hi_t}
         raise Invalid(
             f"inconclusive: the second query costs {rel:.2f} decode steps at T={hi_t}, interval "
-            f"{lo:.2f}-{hi:.2f} straddles the bound {bound}, {stopped_by(seq)}"
+            f"{lo:.2f}-{hi:.2f} straddles the bound {bound}; each cache length: "
+            + stopped_at_each("T", hi_t, seq, fixed)
         )
 
 

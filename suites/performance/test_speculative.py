@@ -74,7 +74,8 @@ def _calibrated(mla) -> None:
         raise Invalid(
             f"uncalibrated: suites.speculative.gates.max_verify_growth has no measured bound for "
             f"backend {mla.case.backend}: run mlagate calibrate first (mlagate run --suite "
-            f"speculative on this runner, then mlagate calibrate --runner {mla.case.runner} OUT)"
+            f"speculative on this runner, then mlagate calibrate --runner {mla.case.runner} OUT "
+            "--store STORE for this machine class's runs with --reuse STORE)"
         )
 
 

@@ -179,6 +179,21 @@ def stopped_by(record: dict, unit: str = "samples") -> str:
     return f"stopped {record['stopped']} after {n} {unit} and {used:.0f} s"
 
 
+def stopped_at_each(name: str, judged: int, record: dict, fixed: dict[int, int]) -> str:
+    """What ended the sampling at every point of an undecided case measured in one worker, in
+    words: the judged point's limit (stopped_by) and the other points' fixed counts of samples
+    (reported, not judged), so a reason names them all."""
+    by_count: dict[int, list[int]] = {}
+    for k in sorted(fixed):
+        by_count.setdefault(fixed[k], []).append(k)
+    said = [
+        f"{name}={', '.join(map(str, ks))}: {n} samples {'each ' if len(ks) > 1 else ''}(a fixed "
+        "count: reported, not judged)"
+        for n, ks in by_count.items()
+    ]
+    return "; ".join([*said, f"{name}={judged}: judged, {stopped_by(record)}"])
+
+
 class _Run:
     """One interleaved measurement of some series: calibrated once, sampled in one or more
     takes (ABBA continues across takes), recorded once.
