@@ -47,6 +47,27 @@ def fake_matrix(tmp_path) -> Path:
     return target
 
 
+CPU_BUDGETS = (
+    "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: 4, max_ulps: 512}  # cpu"
+)
+
+
+def uncalibrated_correctness(tmp_path) -> Path:
+    """A copy of the fake correctness matrix (and its runtime tree) whose cpu equivalence
+    budgets are uncalibrated."""
+    text = (FIXTURES / "fake-correctness.yaml").read_text()
+    assert text.count(CPU_BUDGETS) == 2
+    text = text.replace(
+        CPU_BUDGETS,
+        "          cpu: {absorbed_factor: 4, growth_factor: 4, floor_ulps: uncalibrated, "
+        "max_ulps: uncalibrated}",
+    )
+    matrix = tmp_path / "m" / "fake-correctness.yaml"
+    shutil.copytree(FIXTURES, matrix.parent, symlinks=True)
+    matrix.write_text(text)
+    return matrix
+
+
 INSTALL_LINE = re.compile(r"^mlagate: install(ing|ed) arm .*\n", re.MULTILINE)
 
 

@@ -29,6 +29,9 @@ VERBS = {
     "health": "mlagate.commands.health",
     "report": "mlagate.commands.report",
     "calibrate": "mlagate.commands.calibrate",
+    "store": "mlagate.commands.store",
+    "repro": "mlagate.commands.repro",
+    "bisect": "mlagate.commands.bisect",
     "mutate": "mlagate.mutate.cli",
 }
 # bad input (exit 2), by module and class: a class whose module was never imported was not raised

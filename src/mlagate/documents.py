@@ -50,6 +50,8 @@ KINDS = {
     "head-run": "mlagate.head-run/1",
     "stored-result": "mlagate.stored-result/1",
     "calibration": "mlagate.calibration/1",
+    "class-calibration": "mlagate.class-calibration/1",
+    "bisect": "mlagate.bisect/1",
 }
 
 

@@ -26,6 +26,7 @@ ORDER = (
     "regression",
     "not fixed",
     "changed failure",
+    outcomes.CHANGED_CONFIGURATION,
     "flaky",
     "lost control",
     "fixed",
@@ -124,7 +125,11 @@ def judge(rows: list[dict], planned: list[str], strict: bool, label: str) -> Jud
         other = counterpart(r["case_id"])
         base = by_id.get(other)
         new = other not in planned_ids
-        judged.append({**r, "outcome": outcomes.relative(r, base), "base": base, "new_case": new})
+        row = {**r, "outcome": outcomes.relative(r, base), "base": base, "new_case": new}
+        if row["outcome"] == outcomes.CHANGED_CONFIGURATION:
+            changed = outcomes.worse_configurations(r, base)
+            row["reason"] = f"configurations changed from {label}: {'; '.join(changed)}"
+        judged.append(row)
     missing = [c for c in planned if CaseId.parse(c).arm == HEAD and c not in by_id]
     return Judged(judged, base_rows, missing, strict, label)
 

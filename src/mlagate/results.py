@@ -20,6 +20,17 @@ SCHEMA = "mlagate.result/3"
 VERDICTS = ("pass", "fail", "invalid", "argued")
 UNCLASSIFIED = {"kind": "unclassified", "kinds": ["unclassified"], "details": {}}  # no kind given
 HEALTH_ENV = "MLAGATE_HEALTH"  # mlagate run's performance health record, for the pytest process
+MACHINE_ENV = "MLAGATE_MACHINE"  # mlagate run's host and machine class, for the pytest process
+
+
+def recorded_machine() -> dict:
+    """The host and machine class mlagate run left for this process ({} when none: pytest run
+    by hand, or unreadable), as a result records them (`host`, `machine_class`)."""
+    try:
+        data = json.loads(os.environ.get(MACHINE_ENV) or "{}")
+        return {"host": str(data["host"]), "machine_class": dict(data["machine_class"])}
+    except (ValueError, KeyError, TypeError):
+        return {}
 
 
 def recorded_health() -> dict | None:
@@ -69,6 +80,8 @@ class Result:
     attempts: list[dict] = field(default_factory=list)  # earlier attempts, oldest first
     reused: dict | None = None  # taken from the result store: where from (mlagate.gate.reuse)
     metrics_version: int | None = None  # its contract's metrics version (mlagate.contract.metrics)
+    machine: dict = field(default_factory=recorded_machine)  # host and class (mlagate.machine)
+    tolerance_from: str | None = None  # a calibrated suite's: matrix, or calibration mc-…
     run_id: str | None = field(
         default_factory=lambda: os.environ.get("MLAGATE_RUN_ID")
     )  # set by mlagate run
@@ -89,6 +102,7 @@ class Result:
             "backend": c["backend"],
             "profile": c["profile"],
             "runner": c["runner"],
+            **self.machine,
             "verdict": self.verdict,
             "expected": c.get("expected") or ("argued" if self.verdict == "argued" else "pass"),
             "expectation": c.get("expectation", ""),
@@ -105,6 +119,7 @@ class Result:
             "counters": self.observations,
             "metrics": self.metrics,
             **({"metrics_version": self.metrics_version} if self.metrics_version else {}),
+            **({"tolerance_from": self.tolerance_from} if self.tolerance_from else {}),
             "fingerprint": self.fingerprint,
             "replay": self.replay,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
@@ -264,6 +279,33 @@ def reused_from(r: dict) -> str:
     u = r["reused"]
     commit = f", commit {u['commit'][:12]}" if u.get("commit") else ""
     return f"run {u.get('run_id') or 'unknown'}{commit}, {u.get('started') or 'undated'}"
+
+
+def measured_by(r: dict) -> str:
+    """Who measured a result: its runner, host and machine class (`not recorded` where the
+    result says none), where a calibrated suite's tolerance came from, and `from the store`
+    when this run reused it."""
+    mc = (r.get("machine_class") or {}).get("id") or "not recorded"
+    said = f"runner {r.get('runner')}, host {r.get('host') or 'not recorded'}, class {mc}"
+    said += f", tolerance from {r['tolerance_from']}" if r.get("tolerance_from") else ""
+    return said + (", from the store" if r.get("reused") else "")
+
+
+def measured_line(rows: list[dict]) -> str | None:
+    """One line on the hosts and classes the results were measured on (None: one host, none of
+    them reused)."""
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        mc = (r.get("machine_class") or {}).get("id") or "class not recorded"
+        where = (r.get("host") or "host not recorded", mc, bool(r.get("reused")))
+        seen[where] = seen.get(where, 0) + 1
+    if len(seen) < 2 and not any(reused for _, _, reused in seen):
+        return None
+    order = sorted(seen.items(), key=lambda x: (-x[1], x[0]))
+    return "measured on: " + "; ".join(
+        f"{n} by {host} ({mc}){' from the store' if reused else ''}"
+        for (host, mc, reused), n in order
+    )
 
 
 def reused_line(rows: list[dict]) -> str | None:

@@ -3,7 +3,8 @@ OUT/plan.json and read by the pytest process through `--mlagate-handoff`, so the
 and the cases expanded once per run.
 
 It holds the validated matrix (mlagate.matrix.to_json), the profile, backend and runner, the
-cases (with their expectations) and the resolved arm installs.
+cases (with their expectations), the resolved arm installs, and where each calibrated suite's
+bounds come from (mlagate.gate.reuse.calibrated).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlagate import documents
@@ -37,6 +38,7 @@ class HandOff:
     aa: bool
     cases: tuple[Case, ...]
     installs: dict[str, ArmInstall]
+    tolerance_from: dict[str, str] = field(default_factory=dict)  # suite: where its bounds are from
 
 
 def write(out: Path, plan: HandOff) -> Path:
@@ -53,6 +55,7 @@ def write(out: Path, plan: HandOff) -> Path:
             a: {"key": i.key, "dir": str(i.dir), "version": i.version}
             for a, i in plan.installs.items()
         },
+        "tolerance_from": dict(plan.tolerance_from),
     }
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".plan-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -82,8 +85,9 @@ def read(path: Path) -> HandOff:
             for a, i in doc["installs"].items()
         }
         return HandOff(
-            m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs
-        )
+            m, doc["profile"], doc["backend"], doc["runner"], bool(doc["aa"]), cases, installs,
+            dict(doc.get("tolerance_from") or {}),
+        )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise HandOffError(
             f"{path}: not a readable hand-off ({type(exc).__name__}: {exc})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from mlagate import headrun, results
@@ -176,8 +177,12 @@ def _main(args, hb: headbase.HeadBase | None) -> int:
         headrun.retire(_out(args))  # a plain run in a head run's OUT is no head run
     req = request(args, hb, target)
     preflight.check()
-    fitness = runopts.performance_health(args, req.matrix, req.selection, req.backend)
-    with runopts.health_recorded(fitness):
+    here = runopts.this_machine(req.matrix, req.runner, req.backend)
+    req = dataclasses.replace(req, machine=here)
+    fitness = runopts.performance_health(
+        args, req.matrix, req.selection, req.backend, runner=req.runner
+    )
+    with runopts.health_recorded(fitness, req.machine):
         outcome = execute.run(req)
     out = req.out
     judged = headrun.of(out, outcome.summary.rows, _planned(outcome.summary))

@@ -15,7 +15,7 @@ from mlagate import results
 from mlagate.commands import args as cargs
 from mlagate.gate import request, resume, reuse
 from mlagate.gate import run as execute
-from mlagate.machine import health
+from mlagate.machine import classes, health
 
 DEFAULT_OUT = Path("reports/latest")
 
@@ -70,19 +70,37 @@ def reuse_store(args) -> request.ReuseStore | None:
         raise execute.UsageError("--reuse-read-only: goes with --reuse STORE")
     if read_only and getattr(args, "no_reuse", False):
         raise execute.UsageError("--reuse-read-only: does not go with --no-reuse (nothing to do)")
+    into = getattr(args, "reuse_into", None)
+    if into is not None and (store is None or read_only):
+        raise execute.UsageError("--reuse-into: goes with --reuse STORE, not --reuse-read-only")
+    if isinstance(into, str):
+        raise execute.UsageError(f"--reuse-into: {into}: a folder, not a git store")
     if store is None:
         return None
-    return request.ReuseStore(store, not getattr(args, "no_reuse", False), not read_only)
+    return request.ReuseStore(store, not getattr(args, "no_reuse", False), not read_only, into)
 
 
 class Refused(ValueError):
     """The machine is unfit for timings and --strict was given: exit 3, nothing measured."""
 
 
-def performance_health(args, matrix, selection, backend: str, system=None) -> dict | None:
-    """Before timing anything: the performance health check; refuse with --strict, else
-    record it for every performance result (unfit: their verdicts are invalid unless
-    --allow-unfit) and warn."""
+def this_machine(matrix, runner: str, backend: str, system=None) -> dict:
+    """The host a run is on and its class (results record them, performance keys hold the
+    class); a class other than the runner's `machine_class` is said on stderr (for timings it
+    is also a failed health check: performance_health)."""
+    found = classes.of(system or health.System(), backend)
+    check = classes.expected(found, runner, matrix.runners[runner].machine_class, False)
+    if check is not None and check.status != "ok":
+        print(f"mlagate: warning: machine class: {check.detail}", file=sys.stderr)
+    return classes.record(found, dict(os.environ))
+
+
+def performance_health(
+    args, matrix, selection, backend: str, system=None, runner: str | None = None
+) -> dict | None:
+    """Before timing anything: the performance health check (with the runner's expected machine
+    class); refuse with --strict, else record it for every performance result (unfit: their
+    verdicts are invalid unless --allow-unfit) and warn."""
     suites = selection.suites or tuple(matrix.suites)
     if not any(matrix.suites[s].kind == "performance" for s in suites):
         return None
@@ -98,6 +116,7 @@ def performance_health(args, matrix, selection, backend: str, system=None) -> di
             file=sys.stderr,
             flush=True,
         ),
+        expect=(runner, matrix.runners[runner].machine_class) if runner else None,
     )
     if fitness.failed and args.strict:
         why = "; ".join(f"{c.name}: {c.detail}" for c in fitness.failed)
@@ -122,17 +141,18 @@ def performance_health(args, matrix, selection, backend: str, system=None) -> di
 
 
 @contextlib.contextmanager
-def health_recorded(record: dict | None):
-    """While the suites run: the health record in the environment the pytest process
-    inherits (mlagate.results.recorded_health), and gone afterwards."""
-    if record is None:
-        yield
-        return
-    os.environ[results.HEALTH_ENV] = json.dumps(record)
+def health_recorded(record: dict | None, machine: dict | None = None):
+    """While the suites run: the health record and the machine (host and class) in the
+    environment the pytest process inherits (mlagate.results.recorded_health and
+    recorded_machine), and gone afterwards."""
+    told = {results.HEALTH_ENV: record, results.MACHINE_ENV: machine}
+    told = {k: json.dumps(v) for k, v in told.items() if v is not None}
+    os.environ.update(told)
     try:
         yield
     finally:
-        os.environ.pop(results.HEALTH_ENV, None)
+        for k in told:
+            os.environ.pop(k, None)
 
 
 def resume_target(args) -> resume.Target | None:

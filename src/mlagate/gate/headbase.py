@@ -76,10 +76,16 @@ def default_base(path: Path) -> str:
 
 
 def export_base(head: Path, ref: str, dest: Path, package: str) -> str:
-    """Write the tree of merge-base(HEAD, ref) to dest; return that commit. A link pointing
-    outside the tree is left out (one warning line), unless it lies in the runtime's package:
-    then base could not be imported as committed, a one-line error."""
+    """Write the tree of merge-base(HEAD, ref) to dest; return that commit (export_tree)."""
     commit = _git(head, "merge-base", "HEAD", ref)
+    export_tree(head, commit, dest, package)
+    return commit
+
+
+def export_tree(head: Path, commit: str, dest: Path, package: str) -> None:
+    """Write the tree of a commit of the checkout head to dest (git archive). A link pointing
+    outside the tree is left out (one warning line), unless it lies in the runtime's package:
+    then the commit could not be imported as committed, a one-line error."""
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as tar:
         proc = subprocess.run(
@@ -121,7 +127,6 @@ def export_base(head: Path, ref: str, dest: Path, package: str) -> str:
             f"the checkout: {', '.join(left_out[:5])}",
             file=sys.stderr,
         )
-    return commit
 
 
 def _classes(tree: Path, import_path: str) -> set[str]:
@@ -145,8 +150,7 @@ def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict
     also for head (what cannot be measured on the release cannot on the change). The first of
     two for the same case wins (matrix order). An older release's own finding (mlx-lm 0.31.3's)
     is not main's."""
-    stock = {a.id for a in matrix.arms.values() if a.role == "stock"}
-    stock = {a.baseline for a in matrix.arms.values() if a.baseline in stock} or stock
+    stock = _stock(matrix)
     carriers: dict[str, list[str]] = {}
     for mid, found in modules.items():
         carriers.setdefault(found.reuses or mid, []).append(mid)
@@ -167,6 +171,36 @@ def _carried(matrix: Matrix, kept: dict, modules: dict[str, Found]) -> list[dict
     return list(out.values())
 
 
+def _unservable(raw: list, stock: set[str], kept: dict, modules: dict[str, Found]) -> list:
+    """The unservable declarations on the kept modules (one naming a module also on the kept
+    modules that carry its entry); one naming arms holds for base and head when it names a
+    stock arm (a release's declaration is main's, and what main cannot serve head need not
+    serve either: head serving it and equal is `finding_fixed`, fixed by this change), and
+    goes otherwise."""
+    carriers: dict[str, list[str]] = {}
+    for mid, found in modules.items():
+        carriers.setdefault(found.reuses or mid, []).append(mid)
+    out = []
+    for entry in raw:
+        entry = dict(entry)
+        if entry.get("modules") is not None:
+            named = (k for m in entry["modules"] for k in carriers.get(m, ()))
+            entry["modules"] = [k for k in named if k in kept]
+            if not entry["modules"]:
+                continue
+        if entry.get("arms") is not None:
+            if not stock & set(entry["arms"]):
+                continue
+            entry["arms"] = [BASE, HEAD]
+        out.append(entry)
+    return out
+
+
+def _stock(matrix: Matrix) -> set[str]:
+    stock = {a.id for a in matrix.arms.values() if a.role == "stock"}
+    return {a.baseline for a in matrix.arms.values() if a.baseline in stock} or stock
+
+
 def derive(
     matrix: Matrix, runtime: Runtime, head: Path, base_tree: Path, modules: dict[str, Found]
 ) -> dict:
@@ -174,7 +208,8 @@ def derive(
     (on base too when base defines the class, else on head only: a new case).
 
     Whatever names a dropped module or arm goes: checkpoints and suites' module lists keep the
-    kept modules, known findings are carried over by _carried, argued equivalent mutants (which
+    kept modules, known findings are carried over by _carried (unservable declarations by
+    _unservable), argued equivalent mutants (which
     name arms of the matrix) are dropped. A suite's own file is named by its absolute path, so
     the derived file, written elsewhere, finds it."""
     raw = yaml.safe_load(matrix.path.read_text(encoding="utf-8"))
@@ -202,6 +237,8 @@ def derive(
             suite["file"] = str(matrix.suites[sid].path)
     raw.pop("mutants", None)
     raw.pop("expectations", None)
+    if raw.get("unservable"):
+        raw["unservable"] = _unservable(raw["unservable"], _stock(matrix), kept, modules)
     carried = _carried(matrix, kept, modules)
     if carried:
         raw["expectations"] = carried

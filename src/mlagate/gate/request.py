@@ -13,12 +13,15 @@ from mlagate.plan import Selection
 
 @dataclass(frozen=True)
 class ReuseStore:
-    """The result store of a run (--reuse STORE): read unless --no-reuse (every case measured,
-    the results still stored), written unless --reuse-read-only."""
+    """The result store of a run (--reuse STORE: a folder or git+URL[#BRANCH], mlagate.store):
+    read unless --no-reuse (every case measured, the results still stored), written unless
+    --reuse-read-only; `into`: a folder store this run's results go to instead of STORE
+    (--reuse-into: a CI job's artifact, published by a trusted job)."""
 
-    path: Path
+    path: Path | str
     read: bool = True
     write: bool = True
+    into: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class ShardSpec:
 @dataclass(frozen=True)
 class RunRequest:
     """What one run runs and how. `only`: a resume's case ids (earlier results of OUT stay);
-    `reuse`: a result store, or None."""
+    `reuse`: a result store, or None; `cases`: only these planned case ids (a bisection's)."""
 
     matrix: Matrix
     selection: Selection
@@ -54,3 +57,5 @@ class RunRequest:
     verbose: bool = False
     only: tuple[str, ...] | None = None
     reuse: ReuseStore | None = None
+    machine: dict | None = None  # the host and its class (mlagate.machine.classes.record)
+    cases: tuple[str, ...] | None = None

@@ -22,7 +22,7 @@ from mlagate.gate.planning import (  # noqa: F401 (planning, re-exported for the
     refuse_gaps,
 )
 from mlagate.gate.request import RunRequest
-from mlagate.gate.reuse import apply
+from mlagate.gate.reuse import apply, calibrated
 from mlagate.harness.supervisor import pinned_cpu
 from mlagate.plan import Case
 from mlagate.worker import machine
@@ -91,14 +91,18 @@ def _run_held(req: RunRequest) -> RunOutcome:
     cases, reusing = planned, None
     if req.reuse is not None:
         r = req.reuse
+        mc = (req.machine or {}).get("machine_class") or {}
         cases, reusing = apply.split(
-            m, outcome.installs, req.backend, planned, r.path, out, run_id, r.read, r.write
-        )
+            m, outcome.installs, req.backend, planned, r.path, out, run_id, r.read, r.write,
+            r.into, mc.get("id"),
+        )  # fmt: skip
+    bounds = reusing.calibrated if reusing else calibrated.overlay(m, req.backend, None, None)
     plan_file = runplan.write(
         out,
         runplan.HandOff(
-            m, req.profile, req.backend, req.runner, req.aa, tuple(cases), outcome.installs
-        ),
+            bounds.matrix, req.profile, req.backend, req.runner, req.aa, tuple(cases),
+            outcome.installs, bounds.tolerance_from,
+        ),  # fmt: skip
     )
     started = machine.record(out, "start")
     kinds = {s: m.suites[s].kind for s in m.suites}
@@ -148,6 +152,8 @@ def _cases_to_run(req: RunRequest, outcome: PlanOutcome) -> list[Case]:
     """The planned cases this run runs: its shard's (OUT/shard-cases.json), then the resumed
     ones; a run that is no resume records them in OUT/manifest.json."""
     cases, out = outcome.cases, req.out
+    if req.cases is not None:
+        cases = [c for c in cases if c.id in req.cases]
     if req.shard is not None:
         bounds.shards(req.shard.count, len(outcome.cases), "--shard")
         kinds = {s: req.matrix.suites[s].kind for s in req.matrix.suites}

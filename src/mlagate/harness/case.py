@@ -30,6 +30,8 @@ class CaseRun(Shapes, Timing):
     """A suite's handle on one case: build models in the arm's worker, step them, record
     evidence."""
 
+    _pass_reason = ""  # a pass's own reason (pass_reason), else policy's "all gates held"
+
     def __init__(self, ctx: Context, case: Case):
         self.ctx, self.case = ctx, case
         self.module: Module = ctx.matrix.modules[case.module]
@@ -42,6 +44,7 @@ class CaseRun(Shapes, Timing):
         self.result = results.Result(case=case.to_json(), evidence=case.evidence, replay=replay)
         suite = ctx.matrix.suites[case.suite]
         self.result.metrics_version = metrics.version(suite.id, {suite.id: suite.file})
+        self.result.tolerance_from = ctx.tolerance_from.get(case.suite)
         self.result.geometry = {
             "id": self.geometry.id,
             "r": self.geometry.kv_lora_rank,
@@ -237,6 +240,11 @@ class CaseRun(Shapes, Timing):
 
     # --- verdicts -----------------------------------------------------------------------
 
+    def pass_reason(self, reason: str) -> None:
+        """What a pass of this case records as its reason instead of "all gates held" (what was
+        measured: a speed-up, say); a fail or an invalid keeps its own."""
+        self._pass_reason = reason
+
     def argue(self) -> None:
         """Formula only, nothing run: the row of a checkpoint this runner does not hold."""
         r, n, v = self.geometry.rnv
@@ -260,6 +268,8 @@ class CaseRun(Shapes, Timing):
         self, verdict: str, reason: str = "", stderr: str = "", failure: dict | None = None
     ) -> Path:
         if self.result.verdict != "argued":
+            if verdict == "pass" and self._pass_reason:
+                reason = self._pass_reason
             self.result.verdict, self.result.reason = verdict, reason
             self.result.failure = failure if verdict == "fail" else None
             if self.ctx.matrix.suites[self.case.suite].kind == "performance":

@@ -45,6 +45,7 @@ class Context:
         self.aa = plan.aa
         self.profile: Profile = self.matrix.profiles[self.profile_name]
         self.installs = plan.installs
+        self.tolerance_from = plan.tolerance_from
         self.planned: dict[str, list[Case]] = {}
         for case in plan.cases:
             self.planned.setdefault(case.suite, []).append(case)

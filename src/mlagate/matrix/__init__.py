@@ -13,7 +13,12 @@ from types import MappingProxyType
 
 from mlagate import yamlread
 from mlagate.matrix.armread import read_arms
-from mlagate.matrix.findings import read_allowlist, read_equivalent_mutants, read_expectations
+from mlagate.matrix.findings import (
+    read_allowlist,
+    read_equivalent_mutants,
+    read_expectations,
+    read_unservable,
+)
 from mlagate.matrix.jsonform import from_json, thaw, to_json
 from mlagate.matrix.limits import read_backend_limits
 from mlagate.matrix.model import (
@@ -40,6 +45,7 @@ from mlagate.matrix.model import (
     Runner,
     Runtime,
     Suite,
+    Unservable,
 )
 from mlagate.matrix.reader import Node, Reader, compose
 from mlagate.matrix.runs import (
@@ -70,6 +76,7 @@ __all__ = [  # the public face: every name importable from mlagate.matrix
     "Checkpoint",
     "EquivalentMutant",
     "Expectation",
+    "Unservable",
     "Geometry",
     "Indexer",
     "Matrix",
@@ -139,6 +146,7 @@ def parse(text: str, path: Path) -> Matrix:
         expectations=expectations,
         equivalent_mutants=read_equivalent_mutants(r, root.get("mutants"), arms),
         backend_limits=read_backend_limits(r, root.get("backend_limits"), modules, root["modules"]),
+        unservable=read_unservable(r, root.get("unservable"), suites, modules, arms),
     )
 
 
@@ -148,6 +156,7 @@ _OPTIONAL = {  # sections one may leave out
     "expectations",
     "mutants",
     "backend_limits",
+    "unservable",
 }
 _REQUIRED = {
     "version",

@@ -34,11 +34,12 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def _freeze(value: Any) -> Any:
+def freeze(value: Any) -> Any:
+    """Plain JSON frozen as the matrix holds it (mappings read-only, lists as tuples)."""
     if isinstance(value, dict):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 
@@ -67,7 +68,7 @@ def _revive(value: Any, hint: Any) -> Any:
     if hint is Path:
         return Path(value)
     if hint is Any:
-        return _freeze(value)
+        return freeze(value)
     return value
 
 

@@ -3,8 +3,10 @@ that mlagate.matrix.parse builds."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -14,6 +16,8 @@ from mlagate.paths import shipped_suite
 SCHEMA_VERSION = 1
 ROLES = ("stock", "patched", "base", "head")
 SUITE_KINDS = ("correctness", "performance")
+# a machine class's id (mlagate.machine.classes): mc- and 12 hex digits of its parts' sha256
+MACHINE_CLASS_ID = re.compile(r"mc-[0-9a-f]{12}", re.ASCII)
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -193,6 +197,39 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class Unservable:
+    """What a runtime cannot serve or express, per configuration of a serving case, against a
+    named finding (docs/findings.md): the configurations (globs over the labels a serving suite
+    gives them) of the suite's cases of those modules and arms (None: every one) where the
+    runtime raises (`how: raises`) or its own API says it has no way (`how: probe`: the
+    worker's not_servable or not_expressible), its reason containing `match`. Such a
+    configuration is listed, not failed; any other configuration of the case is judged
+    (mlagate.harness.configurations)."""
+
+    finding: str
+    suite: str
+    configurations: tuple[str, ...]
+    how: str  # raises or probe
+    reason: str
+    link: str = ""
+    modules: tuple[str, ...] | None = None
+    arms: tuple[str, ...] | None = None
+    backend: str | None = None
+    match: str = ""  # the runtime's reason must contain this ("": any)
+
+    def holds_for(self, suite: str, module: str, arm: str, backend: str) -> bool:
+        return (
+            self.suite == suite
+            and (self.modules is None or module in self.modules)
+            and (self.arms is None or arm in self.arms)
+            and self.backend in (None, backend)
+        )
+
+    def covers(self, label: str) -> bool:
+        return any(fnmatchcase(label, g) for g in self.configurations)
+
+
+@dataclass(frozen=True)
 class BackendLimit:
     """What an MLX backend cannot run: an operation at a dtype. Every case on that backend that
     runs the dtype, of a module whose `ops` name the operation, is skipped with the reason,
@@ -217,6 +254,7 @@ class Runner:
     profile: str | None = None  # the profile the gate runs here
     gate: bool = False  # whether `mlagate plan --format github` plans jobs for this runner
     workers: int | None = None  # the most correctness workers at once (`-n auto` stops there)
+    machine_class: str | None = None  # the class its hosts must be (mlagate.machine.classes)
 
 
 @dataclass(frozen=True)
@@ -256,11 +294,13 @@ class Allow:
 
 @dataclass(frozen=True)
 class EquivalentMutant:
-    """A mutant argued equivalent (`mutants: equivalent:`): arm, mutant id (a glob) and why."""
+    """A mutant argued equivalent (`mutants: equivalent:`): arm, mutant id (a glob) and why, on
+    one backend or (None) every one."""
 
     arm: str
     mutant: str
     reason: str
+    backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +319,7 @@ class Matrix:
     expectations: tuple[Expectation, ...] = ()
     equivalent_mutants: tuple[EquivalentMutant, ...] = ()  # mlagate mutate: argued, never run
     backend_limits: tuple[BackendLimit, ...] = ()  # what a backend cannot run (skips)
+    unservable: tuple[Unservable, ...] = ()  # serving configurations a runtime cannot serve
 
     def arms_for(self, module: Module) -> list[Arm]:
         chosen = module.arms if module.arms is not None else tuple(self.arms)

@@ -13,6 +13,7 @@ from mlagate.contract import gates as gatespec
 from mlagate.contract import suites as contracts
 from mlagate.matrix.model import (
     DTYPES,
+    MACHINE_CLASS_ID,
     SUITE_KINDS,
     Checkpoint,
     Geometry,
@@ -24,6 +25,7 @@ from mlagate.matrix.model import (
 from mlagate.matrix.reader import POSITIVE, Node, Reader
 from mlagate.paths import shipped_suite
 
+CLASS = "machine_class"  # a runner's key: the class its hosts must be
 # a suite's `gates:` node (None without one) and its contract, read with the profiles
 GateNodes = dict[str, tuple[Node | None, contracts.Contract]]
 
@@ -82,15 +84,15 @@ def read_suites(
 
 
 def read_runners(r: Reader, section: Node) -> dict[str, Runner]:
-    """`runners: {label: {backend, notes?, runs_on?, perf_runs_on?, profile?, gate?, workers?}}`;
-    the profiles are checked once they are read."""
+    """`runners: {label: {backend, notes?, runs_on?, perf_runs_on?, profile?, gate?, workers?,
+    machine_class?}}`; the profiles are checked once they are read."""
     runners = {}
     for label, node in r.table(section, "runners").items():
         key = f"runners.{label}"
         m = r.mapping(
             node,
             key,
-            {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate", "workers"},
+            {"backend", "notes", "runs_on", "perf_runs_on", "profile", "gate", "workers", CLASS},
             {"backend"},
         )
         runs_on = r.str_list(m.get("runs_on"), f"{key}.runs_on") or ("self-hosted", label)
@@ -111,6 +113,14 @@ def read_runners(r: Reader, section: Node) -> dict[str, Runner]:
             bool(r.opt(m, "gate", key, bool, default=False)),
             r.opt(
                 m, "workers", key, int, check=lambda x: 1 <= x <= 1024, what="an integer 1 to 1024"
+            ),
+            r.opt(
+                m,
+                CLASS,
+                key,
+                str,
+                check=lambda x: MACHINE_CLASS_ID.fullmatch(x) is not None,
+                what="a machine class id, mc- and 12 hex digits (mlagate health prints it)",
             ),
         )
     return runners

@@ -19,7 +19,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from mlagate import results
-from mlagate.report import junit, summary
+from mlagate.report import junit, serving, summary
 from mlagate.report.catalogue import Catalogue
 from mlagate.report.merged import write_atomic
 from mlagate.report.plots import Plot
@@ -178,6 +178,8 @@ def _case(r: dict, anchor: bool) -> dict:
         "duration_s": r.get("duration_s"),
         "reason": f"{outcomes.outcome(r)}: {r.get('reason', '')}{results.signature(r)}",
         "replay": r.get("replay", ""),
+        "measured_by": results.measured_by(r).removesuffix(", from the store"),
+        "reused": bool(r.get("reused")),
         "stderr": (r.get("stderr") or "")[-4000:],
         "anchor": case_anchor(r["case_id"]) if anchor else "",
     }
@@ -291,12 +293,15 @@ def page(merged: dict, plot_list: list[Plot] | None = None, history_link: str | 
                 results.upgraded_line(rows),
                 results.unfit_line(rows),
                 results.reused_line(rows),
+                results.measured_line(rows),
             )
             if n
         ],
         counts=merged["counts"],
         gaps=_gaps(merged),
         matrix=verdict_matrix(rows, cat),
+        serving=serving.grid(rows),
+        serving_line=serving.counts_line,
         problems=problems(rows),
         sections=sections,
         mutation=mutation,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from mlagate import headrun, results
+from mlagate.report import serving
 from mlagate.verdict import outcomes
 
 
@@ -48,6 +49,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
         *([_md(upgraded), ""] if (upgraded := results.upgraded_line(rows)) else []),
         *([_md(unfit), ""] if (unfit := results.unfit_line(rows)) else []),
         *([_md(reused), ""] if (reused := results.reused_line(rows)) else []),
+        *([_md(hosts), ""] if (hosts := results.measured_line(rows)) else []),
         f"Verdicts underneath: {c.get('pass', 0)} passed, {c.get('fail', 0)} failed, "
         f"{c.get('invalid', 0)} invalid, {c.get('argued', 0)} argued-not-measured "
         f"({len(rows)} cases)",
@@ -69,6 +71,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
     for s in sorted(by_suite):
         n = by_suite[s]
         out.append(f"| {_md(s)} | {n['pass']} | {n['fail']} | {n['invalid']} | {n['argued']} |")
+    out += _serving(rows)
     bad = [r for r in rows if outcomes.outcome(r) != "as expected"]
     bad.sort(
         key=lambda r: (not outcomes.red(r), outcomes.outcome(r), r["suite"], r["module"], r["arm"])
@@ -79,8 +82,8 @@ def render(merged: dict, max_problems: int = 50) -> str:
             "### Cases that keep the gate red",
             "",
             "| outcome | verdict | suite | module | arm | geometry · dtype · backend | reason | "
-            "replay |",
-            "|---|---|---|---|---|---|---|---|",
+            "measured by | replay |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in bad[:max_problems]:
             geo = results.geometry_label(r)
@@ -89,7 +92,7 @@ def render(merged: dict, max_problems: int = 50) -> str:
                 f"| {outcomes.outcome(r)} | {r['verdict']} | {_md(r['suite'])} | "
                 f"{_md(r['module'])} | {_md(r['arm'])} | {_md(where)} | "
                 f"{_md((r.get('reason') or '') + results.signature(r))} | "
-                f"{_code(r.get('replay'))} |"
+                f"{_md(results.measured_by(r))} | {_code(r.get('replay'))} |"
             )
         if len(bad) > max_problems:
             out.append(f"\n{len(bad) - max_problems} more in junit.xml and the HTML report.")
@@ -123,8 +126,8 @@ def render_head(merged: dict, max_problems: int = 50) -> str:
             "### What this change did",
             "",
             "| outcome | head | base | suite | module | geometry · dtype · backend | reason "
-            "| replay |",
-            "|---|---|---|---|---|---|---|---|",
+            "| measured by | replay |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
     for r in told[:max_problems]:
         case = hr["cases"][r["case_id"]]
@@ -133,10 +136,33 @@ def render_head(merged: dict, max_problems: int = 50) -> str:
         replay = "" if case["outcome"] == outcomes.FIXED_BY_CHANGE else _code(r.get("replay"))
         out.append(
             f"| {case['outcome']} | {r['verdict']} | {base} | {_md(r['suite'])} | "
-            f"{_md(r['module'])} | {_md(where)} | {_md(r.get('reason'))} | {replay} |"
+            f"{_md(r['module'])} | {_md(where)} | {_md(r.get('reason'))} | "
+            f"{_md(results.measured_by(r))} | {replay} |"
         )
     if len(told) > max_problems:
         out.append(f"\n{len(told) - max_problems} more in junit.xml and the HTML report.")
     for cid in hr.get("missing", []):
         out.append(f"\nmissing: {_md(cid)} (no result was written)")
     return "\n".join(out) + "\n"
+
+
+def _serving(rows: list[dict]) -> list[str]:
+    """Per serving suite, its configurations' outcomes per module and arm, and each finding once
+    with how many configurations it covers."""
+    out = []
+    for g in serving.grid(rows):
+        out += ["", f"### {_md(g['suite'])}: {_md(serving.counts_line(g))}", ""]
+        out += ["| module | arm | geometry | equal | differs | cannot serve | raised |"]
+        out += ["|---|---|---|---:|---:|---:|---:|"]
+        for line in g["lines"]:
+            n = dict.fromkeys(serving.SHORT, 0)
+            for c in line["cells"]:
+                if c:
+                    n[c["outcome"]] += 1
+            out.append(
+                f"| {_md(line['module'])} | {_md(line['arm'])} | {_md(line['geometry'])} | "
+                f"{n['equal']} | {n['differs']} | {n['cannot serve']} | {n['raised']} |"
+            )
+        for f in g["findings"]:
+            out.append(f"\n- finding **{_md(f['name'])}**: {len(f['covers'])} configurations")
+    return out
