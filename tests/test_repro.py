@@ -159,6 +159,18 @@ CASES = [
         True,
         None,
     ),  # its make_cache: a KVCache and a PoolingCache, 40 tokens held with W = 32
+    (
+        case("serving_quantized", "mlx-vlm/glm5_next", "mlx-vlm-0.7.10", "glm-5.3-flash"),
+        "q8_batched",
+        True,
+        True,
+    ),  # mx.quantize refuses the BatchPoolingCache's boolean mask
+    (
+        case("serving_quantized", "mlx-vlm/deepseek_v3", "mlx-vlm-0.7.10", "deepseek-v3"),
+        "q8_batched",
+        False,
+        False,
+    ),  # its batched caches quantize; the step then raises the single cache's finding
 ]
 
 

@@ -58,11 +58,38 @@ def _q(bits: int) -> Finding:
     )
 
 
+def _batched_q(bits: int) -> Finding:
+    return Finding(
+        name=f"batched_quantized_kv_q{bits}",
+        suite="serving_quantized",
+        config=f"q{bits}_batched",
+        kinds=("runtime_raised",),
+        title=f"A batch cannot be served with a {bits}-bit quantized KV cache: quantizing the "
+        "batched caches raises",
+        anchor="quantized-kv-caches-no-mla-module-of-any-shipped-arm-serves-one",
+        script="batched_quantized",
+        expected=(
+            f"generate.ar._make_cache(model, left_padding, kv_bits={bits}) builds the batch's "
+            "quantized caches and the left-padded prompts give each row's logits of the row run "
+            f"alone, within the suite's q{bits} budget"
+        ),
+        settings=(
+            ("bits", bits),
+            ("group_size", "group_size"),
+            ("rows", "rows"),
+            ("budget_ulps", f"quant_ulps.q{bits}"),
+        ),
+        unservable=("batched-quantized-pool-cache-raises",),
+    )
+
+
 FINDINGS: dict[str, Finding] = {
     f.name: f
     for f in (
         _q(8),
         _q(4),
+        _batched_q(8),
+        _batched_q(4),
         Finding(
             name="max_kv_size_ignored",
             suite="serving_rotating",
