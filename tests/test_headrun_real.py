@@ -24,9 +24,7 @@ pytestmark = pytest.mark.arms
 @pytest.mark.parametrize(
     "arm, package", [("mlx-lm-0.32.2", "mlx_lm"), ("mlx-vlm-0.7.10", "mlx_vlm")]
 )
-def test_an_unrelated_change_to_a_runtimes_own_package_is_green(
-    tmp_path, real_cache, arm, package
-):
+def test_an_unrelated_change_to_a_runtimes_own_package_is_green(tmp_path, real_cache, arm, package):
     tree = tmp_path / "tree"
     tree.mkdir()
     site = stock_site(real_cache, arm)

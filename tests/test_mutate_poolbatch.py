@@ -90,7 +90,8 @@ class Model:
 WHERE = " @ rt/models/cache.py::BatchPoolCache."
 EXPECTED = [
     "pool_batch_guard: not (len(self.left_padding) == len(self.done) == B) -> False"
-    + WHERE + "accumulate_windows",
+    + WHERE
+    + "accumulate_windows",
     "pool_batch_guard: min(pad, L) -> 0" + WHERE + "accumulate_windows",
     "pool_batch_guard: self.pooled is None -> False" + WHERE + "update_and_fetch",
     "pool_batch_guard: self.pooled is not None -> True" + WHERE + "filter",
@@ -141,7 +142,8 @@ def test_pool_batch_guard_needs_a_batch_form_and_stays_apart(tmp_path):
         "pool_no_trim: self.caches -> self.caches[:1] @ rt/models/cache.py::CacheList.trim",
         "pool_no_trim: self.remainder -= n -> pass @ rt/models/cache.py::PoolCache.trim",
         "pool_no_trim: self.done = [d + n for d, n in zip(self.done, lengths)] -> pass"
-        + WHERE + "commit_speculation",  # the batch form's per-row rollback
+        + WHERE
+        + "commit_speculation",  # the batch form's per-row rollback
     ]
     mods = [("rt/att", "rt.models.att", "Att"), ("rt/att2", "rt.models.att", "Att")]
     twice = operators.generate_many("a", site, mods, ["pool_batch_guard"])

@@ -44,6 +44,7 @@ def test_a_suite_beside_the_matrix_is_found_there(tmp_path):
     m = matrix.load(tmp_path / "matrix.yaml")
     assert _agree(m, "probes") == tmp_path / "test_probes.py"
     (tmp_path / "test_probes.py").write_text("# changed\n")
-    assert keys.suite_files(m, "probes")["test"] != keys.suite_files(
-        matrix.load(ROOT / "matrix.yaml"), "probes"
-    )["test"]
+    assert (
+        keys.suite_files(m, "probes")["test"]
+        != keys.suite_files(matrix.load(ROOT / "matrix.yaml"), "probes")["test"]
+    )

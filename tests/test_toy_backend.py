@@ -107,6 +107,7 @@ def test_a_worker_reports_the_registered_backend_of_its_device(monkeypatch):
     """The worker's fingerprint reads the registry (real MLX, this CPU machine): a record for
     the CPU device ahead of cpu is the backend it reports."""
     import mlx.core as mx
+
     assert backends.running(mx) == "cpu"
     toy = dataclasses.replace(backends.REGISTRY["cpu"], name="toy")
     monkeypatch.setattr(backends, "REGISTRY", MappingProxyType({"toy": toy, **backends.REGISTRY}))

@@ -23,7 +23,9 @@ from mlagate.report import build
 def _program(env: str, name: str) -> str:
     found = os.environ.get(env) or shutil.which(name) or f"/usr/bin/{name}"
     if not Path(found).exists():
-        sys.exit(f"report_png: {name} not found (apt-get install chromium chromium-driver, or ${env})")
+        sys.exit(
+            f"report_png: {name} not found (apt-get install chromium chromium-driver, or ${env})"
+        )
     return found
 
 

@@ -27,7 +27,9 @@ def offenders(path: Path, module_lines: int, function_lines: int) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = node.end_lineno - node.lineno + 1
             if length > function_lines:
-                out.append(f"{path}:{node.lineno}: function {node.name} of {length} lines (at most {function_lines})")
+                out.append(
+                    f"{path}:{node.lineno}: function {node.name} of {length} lines (at most {function_lines})"
+                )
     return out
 
 

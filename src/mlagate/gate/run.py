@@ -100,8 +100,14 @@ def _run_held(req: RunRequest) -> RunOutcome:
     plan_file = runplan.write(
         out,
         runplan.HandOff(
-            bounds.matrix, req.profile, req.backend, req.runner, req.aa, tuple(cases),
-            outcome.installs, bounds.tolerance_from,
+            bounds.matrix,
+            req.profile,
+            req.backend,
+            req.runner,
+            req.aa,
+            tuple(cases),
+            outcome.installs,
+            bounds.tolerance_from,
         ),  # fmt: skip
     )
     started = machine.record(out, "start")
