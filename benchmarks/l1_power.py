@@ -67,9 +67,10 @@ def main() -> None:
     lines = _kept(lines_path) if args.resume else []
     sized = [c["baseline_step_s"] for c in lines if c["size"] == 0 and c["baseline_step_s"]]
     steps = steps or ({int(t): s for t, s in sized[0].items()} if sized else {})
-    first = max((c["run"] for c in lines), default=-1) + 1
     started, longest = time.monotonic(), {}
-    for i, size in ((i, size) for i in range(first, first + args.runs) for size in sizes):
+    for c in lines:  # --continue: the longest case of each size so far, as --until plans
+        longest[c["size"]] = max(longest.get(c["size"], 0.0), c["case_s"] + 15)
+    for i, size in planned(lines, sizes, args.runs):
         if size and not steps:
             continue  # sized from the first size-0 run
         expected = longest.get(size, args.case_s)
@@ -94,6 +95,16 @@ def main() -> None:
     (out_dir / f"l1-power-{args.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out_dir / f"l1-power-{args.name}.md").write_text(markdown(doc))
     print(markdown(doc))
+
+
+def planned(lines: list[dict], sizes: list[float], runs: int) -> list[tuple[int, float]]:
+    """The (run, size) cases still to take: `runs` more runs, the sizes interleaved, after the
+    kept cases; a run that --until cut short is finished first."""
+    done = {(c["run"], c["size"]) for c in lines}
+    first = max((c["run"] for c in lines), default=0)
+    first += all((first, size) in done for size in sizes)
+    todo = [(i, size) for i in range(first, first + runs) for size in sizes]
+    return [t for t in todo if t not in done]
 
 
 def _kept(path: Path) -> list[dict]:
@@ -351,7 +362,8 @@ def _arguments() -> argparse.Namespace:
     )
     ap.add_argument(
         "--continue", dest="resume", action="store_true",
-        help="keep OUT-DIR/l1-power-NAME.jsonl's cases: counted, sizing reused, runs numbered on",
+        help="keep OUT-DIR/l1-power-NAME.jsonl's cases: counted, sizing reused, a run cut short "
+        "finished, runs numbered on",
     )  # fmt: skip
     ap.add_argument(
         "--until", type=float, default=None,

@@ -82,3 +82,11 @@ def test_the_benchmarks_matrix_with_its_waits_is_read_by_the_matrix_reader(tmp_p
     arm = m.arms["l1plant-5"]
     assert arm.baseline == "mlx-lm-0.32.2" and m.suites["l1_parity"].gates["max_pairs"] == 24
     assert '"256": 0.0001' in str(arm.activate)
+
+
+def test_a_continued_benchmark_finishes_the_run_that_was_cut_short():
+    bench = _bench()
+    assert bench.planned([], [0, 5], 2) == [(0, 0), (0, 5), (1, 0), (1, 5)]
+    kept = [{"run": 0, "size": 0}, {"run": 0, "size": 5}, {"run": 1, "size": 0}]
+    assert bench.planned(kept, [0, 5], 2) == [(1, 5), (2, 0), (2, 5)]
+    assert bench.planned(kept[:2], [0, 5], 1) == [(1, 0), (1, 5)]
