@@ -171,6 +171,18 @@ CASES = [
         False,
         False,
     ),  # its batched caches quantize; the step then raises the single cache's finding
+    (
+        case("probes", "mlx-lm/mistral4", "mlx-lm-0.32.2", "mistral-small-4"),
+        None,
+        True,
+        True,
+    ),  # the probes' forced absorbed step raises: the causal suite's script, its settings
+    (
+        case("serving_batched", "mlx-lm/mistral4", "mlx-lm-0.32.2", "mistral-small-4"),
+        "forced_absorbed",
+        True,
+        True,
+    ),  # declared for the absorbed configurations (stock-mistral4-absorbed-raises)
 ]
 
 

@@ -23,6 +23,10 @@ class Finding:
     expected: str  # what a runtime without the defect does
     settings: tuple[tuple[str, object], ...] = ()  # what the script reads beside the model
     unservable: tuple[str, ...] = ()  # matrix.yaml `unservable` findings it shows
+    shown_in: tuple[str, ...] = ()  # other suites whose cases it stands behind (settings: suite's)
+
+    def of(self, suite: str) -> bool:
+        return suite == self.suite or suite in self.shown_in
 
     def body(self) -> str:
         return (
@@ -147,6 +151,15 @@ FINDINGS: dict[str, Finding] = {
             "cache, runs and gives the logits of the same tokens decoded one at a time, within "
             "the suite's budget",
             settings=(("prompt", 24), ("widths", "widths"), ("budget_ulps", "logits_ulps")),
+            unservable=("stock-mistral4-absorbed-raises",),
+            shown_in=(
+                "probes",
+                "equivalence",
+                "serving_batched",
+                "serving_rotating",
+                "serving_prompt_reuse",
+                "serving_quantized",
+            ),
         ),
         Finding(
             name="stale_pool",
@@ -219,7 +232,7 @@ FINDINGS: dict[str, Finding] = {
 
 
 def configs(suite: str) -> list[str]:
-    return [f.config for f in FINDINGS.values() if f.suite == suite]
+    return [f.config for f in FINDINGS.values() if f.of(suite)]
 
 
 def for_case(
@@ -228,7 +241,7 @@ def for_case(
     """The finding of `config` in `suite`; without one, the first whose kinds the case's
     expectation names, else the first that shows an `unservable` finding declared for the case
     (None: no finding of this suite is expected there)."""
-    mine = [f for f in FINDINGS.values() if f.suite == suite]
+    mine = [f for f in FINDINGS.values() if f.of(suite)]
     if config is not None:
         return next((f for f in mine if f.config == config), None)
     return next((f for f in mine if set(f.kinds) & set(expected_kinds)), None) or next(

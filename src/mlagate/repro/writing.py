@@ -43,9 +43,10 @@ def gate(gates: dict, path: str, backend: str):
 def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
     tiny = _Tiny(matrix, cid.module, cid.geometry, profile, cid.arm)
     gates = thaw(matrix.suites[cid.suite].gates)
+    own = thaw(matrix.suites[finding.suite].gates)  # the settings: the finding's own suite
     module = matrix.modules[cid.module]
     settings = {
-        k: gate(gates, v, cid.backend) if isinstance(v, str) else v for k, v in finding.settings
+        k: gate(own, v, cid.backend) if isinstance(v, str) else v for k, v in finding.settings
     }
     return {
         "case": str(cid),
