@@ -67,13 +67,12 @@ def main() -> None:
     lines = _kept(lines_path) if args.resume else []
     sized = [c["baseline_step_s"] for c in lines if c["size"] == 0 and c["baseline_step_s"]]
     steps = steps or ({int(t): s for t, s in sized[0].items()} if sized else {})
-    started, longest = time.monotonic(), {}
-    for c in lines:  # --continue: the longest case of each size so far, as --until plans
-        longest[c["size"]] = max(longest.get(c["size"], 0.0), c["case_s"] + 15)
+    started = time.monotonic()
     for i, size in planned(lines, sizes, args.runs):
         if size and not steps:
             continue  # sized from the first size-0 run
-        expected = longest.get(size, args.case_s)
+        taken = [c["case_s"] + 15 for c in lines if c["size"] == size]  # kept ones included
+        expected = max(taken, default=args.case_s)
         if args.until and time.monotonic() - started + expected > args.until:
             print(f"stopped before run {i} size {size:g}: --until {args.until:g} s")
             break
@@ -81,8 +80,7 @@ def main() -> None:
         matrix = _matrix(folder, {size: wait}, args)
         for line in _gate_run(i, size, matrix, args):
             line["wait_s"] = {str(t): w for t, w in wait.items()}
-            line["realised"] = realised(line, lines)
-            longest[size] = max(longest.get(size, 0.0), line["case_s"] + 15)
+            line["realised"] = realised(line)
             lines.append(line)
             with open(lines_path, "a") as fh:
                 fh.write(json.dumps(line) + "\n")
@@ -125,7 +123,7 @@ def _unplanted(lines: list[dict]) -> dict[int, float]:
     return {T: statistics.median(v) for T, v in by_t.items()}
 
 
-def realised(line: dict, lines: list[dict]) -> dict[str, float]:
+def realised(line: dict) -> dict[str, float]:
     """A case's change against the stock arm per cache length: the slowdown the gate sees (the
     unplanted arm's own change included, so a size is what the gate is asked to catch)."""
     return {str(t["T"]): t["change"] for t in line["l1"]}

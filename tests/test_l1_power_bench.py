@@ -19,14 +19,14 @@ def _bench():
     return mod
 
 
-def _case(bench, size: float, wait: dict, lines: list, unplanted: float, cost: dict) -> dict:
+def _case(bench, size: float, wait: dict, unplanted: float, cost: dict) -> dict:
     """A case on a machine where waiting w at cache length T slows the step by cost[T] * w."""
     l1 = [
         {"T": T, "change": unplanted + cost[T] * wait.get(T, 0.0) / step}
         for T, step in STEPS.items()
     ]
     line = {"size": size, "l1": l1, "wait_s": {str(t): w for t, w in wait.items()}}
-    line["realised"] = bench.realised(line, lines)
+    line["realised"] = bench.realised(line)
     return line
 
 
@@ -35,16 +35,16 @@ def test_a_wait_the_machine_amplifies_is_resized_until_it_realises_the_nominal_s
     +5 % waits 8 % of the step; the realised change is the change against stock."""
     bench = _bench()
     cost = {256: 2.6, 4096: 1.0}  # a short step pays 2.6 times its wait, a long one its wait
-    lines = [_case(bench, 0, {}, [], -0.03, cost)]  # the activation alone: 3 % faster
+    lines = [_case(bench, 0, {}, -0.03, cost)]  # the activation alone: 3 % faster
     assert lines[0]["realised"] == {"256": -0.03, "4096": -0.03}
     first = bench.waits(5, STEPS, lines)
     assert {T: round(w, 9) for T, w in first.items()} == {256: 0.08 * 0.001, 4096: 0.08 * 0.008}
-    lines.append(_case(bench, 5, first, lines, -0.03, cost))
+    lines.append(_case(bench, 5, first, -0.03, cost))
     assert round(lines[-1]["realised"]["256"], 6) == 0.178  # realised beside nominal: 17.8 %
     assert round(lines[-1]["realised"]["4096"], 6) == 0.05
     again = bench.waits(5, STEPS, lines)
     assert again[256] < first[256] / 2 and round(again[4096] / first[4096], 6) == 1
-    lines.append(_case(bench, 5, again, lines, -0.03, cost))
+    lines.append(_case(bench, 5, again, -0.03, cost))
     assert {T: round(v, 6) for T, v in lines[-1]["realised"].items()} == {"256": 0.05, "4096": 0.05}
     md = bench.markdown({"machine": _machine(), "gates": _gates(), "table": _table(bench, lines)})
     assert "| +5 % | +11.4% at T=256, +5.0% at T=4096 |" in md  # the median of the two cases

@@ -43,7 +43,7 @@ def check():
     if not any("Quantized" in k for k in held):
         return True, f"_make_cache(kv_bits={bits}) quantized no cache of the batch: {held}"
     worst = 0.0
-    for r, (p, row) in enumerate(zip(pads, rows)):
+    for r, row in enumerate(rows):
         alone = logits(model, row, cm.make_prompt_cache(model))
         worst = max(worst, ulps(alone[-1], out[r, -1]))
     return worst > budget, (
