@@ -79,11 +79,14 @@ def _case(matrix: Matrix, text: str) -> CaseId:
     return cid
 
 
-def _holds(finding: findings.Finding, expected, declared: list) -> bool | None:
-    """True where an expectation of the case names the finding's kinds or an `unservable`
+def _holds(finding: findings.Finding, cid: CaseId, expected, declared: list) -> bool | None:
+    """True where an expectation of the case names the finding's kinds, the finding holds on
+    the case's backend and arm (a backend's, with no expectation) or an `unservable`
     declaration naming the case's module shows it; None where only declarations for every
     module of the suite do (whether this module is one the runtime decides)."""
     if expected.verdict == "fail" and set(finding.kinds) & set(expected.kinds):
+        return True
+    if finding.holds_on(cid.backend, cid.arm):
         return True
     shown = [u for u in declared if u.finding in finding.unservable]
     if any(u.modules for u in shown):
@@ -107,7 +110,7 @@ def repro(req: ReproRequest) -> ReproResult:
             f"--config: {req.config or '(none given)'} names no finding of {cid.suite} for this "
             f"case (its configurations with a repro: {known})"
         )
-    holds = _holds(finding, expected, declared)
+    holds = _holds(finding, cid, expected, declared)
     arm = m.arms[cid.arm]
     runtime = m.runtimes[arm.runtime]
     requirement = armsources.KINDS[arm.source.kind].requirement(

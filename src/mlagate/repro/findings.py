@@ -5,6 +5,7 @@ configuration names."""
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from importlib import resources
 
@@ -24,15 +25,20 @@ class Finding:
     settings: tuple[tuple[str, object], ...] = ()  # what the script reads beside the model
     unservable: tuple[str, ...] = ()  # matrix.yaml `unservable` findings it shows
     shown_in: tuple[str, ...] = ()  # other suites whose cases it stands behind (settings: suite's)
+    parts: tuple[str, ...] = ()  # scripts/<part>.pyt put before its own body (shared helpers)
+    holds: tuple[tuple[str, str], ...] = ()  # (backend, arm glob) where it holds, no expectation
 
     def of(self, suite: str) -> bool:
         return suite == self.suite or suite in self.shown_in
 
+    def holds_on(self, backend: str, arm: str) -> bool:
+        return any(b == backend and fnmatch.fnmatchcase(arm, a) for b, a in self.holds)
+
     def body(self) -> str:
-        return (
-            resources.files(__package__)
-            .joinpath("scripts", f"{self.script}.pyt")
-            .read_text(encoding="utf-8")
+        scripts = resources.files(__package__).joinpath("scripts")
+        return "".join(
+            scripts.joinpath(f"{name}.pyt").read_text(encoding="utf-8")
+            for name in (*self.parts, self.script)
         )
 
 
@@ -152,6 +158,7 @@ FINDINGS: dict[str, Finding] = {
             "the suite's budget",
             settings=(("prompt", 24), ("widths", "widths"), ("budget_ulps", "logits_ulps")),
             unservable=("stock-mistral4-absorbed-raises",),
+            parts=("forcing",),
             shown_in=(
                 "probes",
                 "equivalence",
@@ -226,6 +233,77 @@ FINDINGS: dict[str, Finding] = {
             expected="each step of L = 2..8 tokens on a cold cache and on warm caches takes the "
             "path of L == 1 or L <= max_absorbed_queries(r, n, v, T + L)",
             settings=(("warm_caches", "warm_caches"), ("widths", "widths")),
+        ),
+        Finding(
+            name="tf32",
+            suite="equivalence",
+            config="tf32",
+            kinds=(),
+            title="MLX CUDA computes float32 matmuls in TF32",
+            anchor="mlx-cuda-float32-matmuls-run-in-tf32",
+            script="tf32",
+            expected="a float32 matmul agrees with a float64 reference within float32 rounding "
+            "(under 256 float32 ULPs at max |out|, one TF32 ULP being 8192), and the model's "
+            "float32 logits agree with the CPU backend's",
+            settings=(("prompt", 24), ("budget_ulps", 256)),
+            holds=(("cuda", "*"),),
+        ),
+        Finding(
+            name="crossover_too_wide",
+            suite="crossover",
+            config="formula_width",
+            kinds=("boundary_off",),
+            title="At the cost model's widest absorbed width the absorbed path is far slower "
+            "than the materialised one",
+            anchor="mlx-cuda-h200-the-flop-crossover-is-too-wide-at-128-heads",
+            script="crossover",
+            expected="at the formula's widest absorbed width on a warm cache (where the two paths "
+            "cost the same operations) the absorbed step is at most the suite's tolerance slower "
+            "than the materialised one",
+            settings=(
+                ("cache", "profile.crossover_cache"),
+                ("tolerance", "tolerance"),
+                ("samples", "samples_at_formula"),
+            ),
+            parts=("forcing",),
+        ),
+        Finding(
+            name="indexer_swap",
+            suite="speculative_transaction",
+            config="selections",
+            kinds=("numerical_mismatch",),
+            title="The sparse indexer selects other keys in speculative rounds than in decoding "
+            "the kept tokens",
+            anchor="mlx-cuda-h200-deepseek-v32s-indexer-swaps-a-top-k-entry-between-a-wide-step-"
+            "and-decoding",
+            script="selections",
+            expected="every (indexer, position) top-k of the speculative rounds (verify, accept "
+            "j, trim_prompt_cache) equals that of decoding the kept tokens one at a time",
+            settings=(
+                ("layers", "layers"),
+                ("beyond_topk", "beyond_topk"),
+                ("widths", "widths"),
+                ("rounds", "rounds"),
+                ("seeds", "seeds"),
+            ),
+        ),
+        Finding(
+            name="decode_after_verify",
+            suite="speculative",
+            config="decode_after_verify",
+            kinds=(),
+            title="Plain decoding on a long cache slows after materialising verify steps",
+            anchor="mlx-cuda-h200-the-stock-arms-plain-decoding-slows-after-materialising-"
+            "verify-steps",
+            script="decode_after_verify",
+            expected="plain decoding at the longest prompt keeps its speed (within 20 %) after "
+            "verify steps of the speculative loop's width ran on the same cache",
+            settings=(
+                ("contexts", "contexts"),
+                ("new_tokens", "new_tokens"),
+                ("num_draft", "num_draft"),
+                ("slower_than", 0.2),
+            ),
         ),
     )
 }

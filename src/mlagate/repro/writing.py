@@ -30,14 +30,26 @@ class Script:
     text: str
 
 
-def gate(gates: dict, path: str, backend: str):
-    """A suite gate by dotted path; a per-backend value (a mapping of backends) for `backend`."""
+def gate(gates: dict, path: str, backend: str, profile: str = "quick"):
+    """A suite gate by dotted path; a per-backend or per-profile value (a mapping of backends
+    or of profiles) for `backend` and `profile`."""
     value = gates
     for part in path.split("."):
         value = value[part]
-    if isinstance(value, dict) and backend in value:
-        value = value[backend]
+    for key in (backend, profile):
+        if isinstance(value, dict) and key in value:
+            value = value[key]
     return value
+
+
+def _setting(gates: dict, shapes, value, backend: str, profile: str):
+    """A finding's setting: a suite gate by dotted path, `profile.KEY` the profile's shape, any
+    other value as it is."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith("profile."):
+        return thaw(getattr(shapes, value.removeprefix("profile.")))
+    return gate(gates, value, backend, profile)
 
 
 def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
@@ -45,9 +57,9 @@ def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
     gates = thaw(matrix.suites[cid.suite].gates)
     own = thaw(matrix.suites[finding.suite].gates)  # the settings: the finding's own suite
     module = matrix.modules[cid.module]
-    settings = {
-        k: gate(own, v, cid.backend) if isinstance(v, str) else v for k, v in finding.settings
-    }
+    shapes = matrix.profiles[profile]
+    settings = {k: _setting(own, shapes, v, cid.backend, profile) for k, v in finding.settings}
+    layers = settings.get("layers")
     return {
         "case": str(cid),
         "module": cid.module,
@@ -55,7 +67,7 @@ def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
         "model": module.model,
         "attention": module.attention_for(cid.arm),
         "args": module.args,
-        "config": tiny.config(cid.arm),
+        "config": tiny.config(cid.arm, layers=layers) if layers else tiny.config(cid.arm),
         "geometry": {
             "id": cid.geometry,
             "r": tiny.geometry.kv_lora_rank,
@@ -66,6 +78,7 @@ def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
             "profile": profile,
         },
         "seed": gates.get("seed", 0),
+        "dtype": cid.dtype,
         **settings,
     }
 
@@ -106,7 +119,7 @@ def issue(finding: Finding, case: dict, run, script_name: str, script_text: str)
             f"`{case['args']}`: r/n/v/rope {geo['r']}/{geo['n']}/{geo['v']}/{geo['rope']} "
             f"(geometry {geo['id']}), {geo['heads']} heads, hidden "
             f"{case['config'].get('hidden_size')}, vocab {case['config'].get('vocab_size')}, "
-            f"float32, random weights under seed {case['seed']}.",
+            f"{case.get('dtype', 'float32')}, random weights under seed {case['seed']}.",
             "",
             "## Expected",
             "",

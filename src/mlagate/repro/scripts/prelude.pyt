@@ -28,6 +28,8 @@ def build_model(module=None):
     mx.random.seed(CASE["seed"])
     model = getattr(module, CASE["model"])(args)
     model.eval()
+    if CASE.get("dtype", "float32") != "float32":
+        model.set_dtype(getattr(mx, CASE["dtype"]))
     mx.eval(model.parameters())
     return model
 
