@@ -41,7 +41,10 @@ def check():
         )
     held = kinds(cache)
     if not any("Quantized" in k for k in held):
-        return True, f"_make_cache(kv_bits={bits}) quantized no cache of the batch: {held}"
+        return False, (
+            f"_make_cache(kv_bits={bits}) quantized no cache of the batch ({held}): another "
+            f"finding, the caches left unquantized (--config q{bits}); nothing of this one shown"
+        )
     worst = 0.0
     for r, row in enumerate(rows):
         alone = logits(model, row, cm.make_prompt_cache(model))
