@@ -117,7 +117,8 @@ def repro(req: ReproRequest) -> ReproResult:
         arm.source.spec, arm.source.ref, runtime.distribution
     )
     case = writing.case_of(m, cid, req.profile, finding)
-    made = writing.script(case, finding, requirement, env.mlx_requirement())
+    mlx = env.mlx_requirement(cid.backend)
+    made = writing.script(case, finding, requirement, mlx)
     req.out.mkdir(parents=True, exist_ok=True)
     script = req.out / f"repro_{finding.name}.py"
     script.write_text(made.text, encoding="utf-8")
@@ -127,7 +128,7 @@ def repro(req: ReproRequest) -> ReproResult:
         install = arms.materialise(arm, runtime)
         where = req.venv or Path(tempfile.mkdtemp(prefix="venv-", dir=req.out))
         try:
-            python = env.make(where, requirement, runtime.distribution, install.site)
+            python = env.make(where, requirement, runtime.distribution, install.site, mlx)
             run = env.run(python, script)
         except env.EnvError as exc:
             run = env.Run(3, f"the environment could not be made: {exc}")

@@ -23,8 +23,24 @@ class EnvError(RuntimeError):
     """The environment could not be made (pip failed): the script was not run."""
 
 
-def mlx_requirement() -> str:
-    extra = "[cpu]" if sys.platform == "linux" else ""
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def mlx_requirement(backend: str = "cpu") -> str:
+    """The MLX this mlagate measures with, for the case's backend: on Linux its CPU or CUDA
+    extra (the CUDA major installed here, else MLX's default), elsewhere MLX itself."""
+    extra = ""
+    if sys.platform == "linux":
+        if backend == "cuda":
+            cuda = {"cuda13": "mlx-cuda-13", "cuda12": "mlx-cuda-12"}
+            extra = next((f"[{e}]" for e, dist in cuda.items() if _installed(dist)), "[cuda]")
+        else:
+            extra = "[cpu]"
     return f"mlx{extra}=={metadata.version('mlx')}"
 
 
@@ -70,17 +86,17 @@ def _site(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def make(where: Path, requirement: str, distribution: str, site: Path) -> Path:
+def make(where: Path, requirement: str, distribution: str, site: Path, mlx: str) -> Path:
     """The environment at `where` (made there, or reused when it was made for the same arm
     site, requirement and MLX); its python."""
-    stamp = f"{site}\n{requirement}\n{mlx_requirement()}\n"
+    stamp = f"{site}\n{requirement}\n{mlx}\n"
     python = _python(where)
     if (where / STAMP).is_file() and (where / STAMP).read_text() == stamp and python.exists():
         return python
     base = getattr(sys, "_base_executable", sys.executable) or sysconfig.get_config_var("EXE")
     _run([base, "-m", "venv", "--clear", str(where)], "venv")
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
-    _run([*pip, "install", requirement, mlx_requirement()], "pip install")
+    _run([*pip, "install", requirement, mlx], "pip install")
     _run([*pip, "uninstall", "-y", distribution], "pip uninstall")
     (_site(python) / "mlagate_repro_arm.pth").write_text(f"{site}\n", encoding="utf-8")
     (where / STAMP).write_text(stamp)
