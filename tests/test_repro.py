@@ -400,3 +400,26 @@ def test_a_backend_finding_holds_on_its_backend_and_a_setting_reads_the_profile(
     repro(ReproRequest(SHIPPED, spec, tmp_path / "s", config="decode_after_verify", run=False))
     written = json.loads((tmp_path / "s" / "case.json").read_text())
     assert written["contexts"] == [64, 256, 1024] and written["num_draft"] == 3
+
+
+def test_the_crossover_scripts_formula_is_mlagates():
+    """The script carries its own copy of the cost model (it runs without mlagate): it gives
+    mlagate.crossover's widest absorbed width for every shipped geometry and cache, the caches
+    where the next width is an exact tie (the strict bound decides) included."""
+    from mlagate import crossover
+    from mlagate.repro.findings import FINDINGS
+
+    script: dict = {"__name__": "repro"}
+    exec(FINDINGS["crossover_too_wide"].body(), script)
+    for g in SHIPPED.geometries.values():
+        r, n, v = g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim
+        if 2 * r <= n + v:
+            continue
+        ties = [
+            T
+            for T in range(11000)
+            if crossover.is_tie(crossover.widest_absorbed(T, r, n, v) + 1, T, r, n, v)
+        ]
+        assert ties, g.id  # every shipped geometry has one below 11000
+        for T in (0, 1, 63, 64, 1024, 8192, 65536, *ties):
+            assert script["widest_absorbed"](T, r, n, v) == crossover.widest_absorbed(T, r, n, v)

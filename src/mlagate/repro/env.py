@@ -31,7 +31,7 @@ def _installed(distribution: str) -> bool:
     return True
 
 
-def mlx_requirement(backend: str = "cpu") -> str:
+def mlx_requirement(backend: str) -> str:
     """The MLX this mlagate measures with, for the case's backend: on Linux its CPU or CUDA
     extra (the CUDA major installed here, else MLX's default), elsewhere MLX itself."""
     extra = ""

@@ -30,7 +30,7 @@ class Script:
     text: str
 
 
-def gate(gates: dict, path: str, backend: str, profile: str = "quick"):
+def gate(gates: dict, path: str, backend: str, profile: str):
     """A suite gate by dotted path; a per-backend or per-profile value (a mapping of backends
     or of profiles) for `backend` and `profile`."""
     value = gates
@@ -59,7 +59,6 @@ def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
     module = matrix.modules[cid.module]
     shapes = matrix.profiles[profile]
     settings = {k: _setting(own, shapes, v, cid.backend, profile) for k, v in finding.settings}
-    layers = settings.get("layers")
     return {
         "case": str(cid),
         "module": cid.module,
@@ -67,7 +66,7 @@ def case_of(matrix: Matrix, cid, profile: str, finding: Finding) -> dict:
         "model": module.model,
         "attention": module.attention_for(cid.arm),
         "args": module.args,
-        "config": tiny.config(cid.arm, layers=layers) if layers else tiny.config(cid.arm),
+        "config": tiny.config(cid.arm, layers=settings.get("layers")),
         "geometry": {
             "id": cid.geometry,
             "r": tiny.geometry.kv_lora_rank,
@@ -119,7 +118,7 @@ def issue(finding: Finding, case: dict, run, script_name: str, script_text: str)
             f"`{case['args']}`: r/n/v/rope {geo['r']}/{geo['n']}/{geo['v']}/{geo['rope']} "
             f"(geometry {geo['id']}), {geo['heads']} heads, hidden "
             f"{case['config'].get('hidden_size')}, vocab {case['config'].get('vocab_size')}, "
-            f"{case.get('dtype', 'float32')}, random weights under seed {case['seed']}.",
+            f"{case['dtype']}, random weights under seed {case['seed']}.",
             "",
             "## Expected",
             "",
