@@ -220,6 +220,21 @@ TIMINGS = {"formula_width", "decode_after_verify"}
 # each folder of docs/reference/h100/repro holds the script as mlagate repro wrote it, its
 # case.json and its output. (folder, --config, reproduced there)
 RECORDED_AT = Path(__file__).parent.parent / "docs" / "reference" / "h100" / "repro"
+# Edits to a script since its recorded run, each (text then, text now): the selections script
+# has since refused a position where a run recorded no selection (SystemExit: no verdict), which
+# it had counted as equal; in the recorded runs every position of both runs held one (T > top-k).
+NO_SELECTION = (
+    "                compared += 1\n"
+    "                if a != b:\n"
+    "                    swapped = sorted(set(a or ()) ^ set(b or ()))",
+    "                if a is None or b is None:\n"
+    "                    raise SystemExit("
+    'f"seed {seed} indexer {who} position {pos}: no selection")\n'
+    "                compared += 1\n"
+    "                if a != b:\n"
+    "                    swapped = sorted(set(a) ^ set(b))",
+)
+SINCE_RUN = {"selections": (NO_SELECTION,)}
 RECORDED = [
     ("tf32-patched", "tf32", True),
     ("selections-stock", "selections", True),
@@ -373,10 +388,13 @@ def test_each_recorded_gpu_run_is_of_todays_script_and_says_what_the_matrix_expe
     recorded = RECORDED_AT / folder
     cid = json.loads((recorded / "case.json").read_text())["case"]
     result = repro(ReproRequest(SHIPPED, cid, tmp_path, profile="full", config=config, run=False))
-    code = [
+    today, then = (
         s.read_text().split('"""', 2)[2] for s in (result.script, recorded / result.script.name)
-    ]
-    assert code[0] == code[1], folder  # the docstring's pip line names this machine's MLX extra
+    )
+    for before, after in SINCE_RUN.get(config, ()):
+        assert then.count(before) == 1, (folder, before)
+        then = then.replace(before, after)
+    assert today == then, folder  # the docstring's pip line names this machine's MLX extra
     output = (recorded / "output.txt").read_text()
     status = int(output.strip().splitlines()[-1].split()[1])  # "exit N in S s"
     run = env.Run(status, output)
@@ -423,3 +441,21 @@ def test_the_crossover_scripts_formula_is_mlagates():
         assert ties, g.id  # every shipped geometry has one below 11000
         for T in (0, 1, 63, 64, 1024, 8192, 65536, *ties):
             assert script["widest_absorbed"](T, r, n, v) == crossover.widest_absorbed(T, r, n, v)
+
+
+@pytest.mark.arms
+def test_a_position_a_run_recorded_no_selection_for_is_no_verdict_never_equal(envs, tmp_path):
+    """The selections script on a cache under the top-k (the indexer selects nothing there):
+    no verdict, where it had counted the two missing selections as equal."""
+    cid = case(
+        "speculative_transaction", "mlx-lm/deepseek_v32", "mlx-lm-0.32.2", "deepseek-v3.2-exp"
+    )
+    result = repro(
+        ReproRequest(SHIPPED, cid, tmp_path, config="selections", venv=envs("mlx-lm-0.32.2"))
+    )
+    assert result.reproduced is False, result.run.output  # the environment, and a real verdict
+    text = result.script.read_text()
+    assert text.count('"beyond_topk": 19') == 1
+    result.script.write_text(text.replace('"beyond_topk": 19', '"beyond_topk": -8'))  # T = 8
+    run = env.run(env._python(envs("mlx-lm-0.32.2")), result.script)
+    assert run.reproduced is None and "no selection" in run.output, run.output

@@ -80,9 +80,11 @@ def check():
             for pos in range(T, T + len(kept)):
                 a = SEEN.get((("speculative", seed), who, pos))
                 b = SEEN.get((("plain", seed), who, pos))
+                if a is None or b is None:
+                    raise SystemExit(f"seed {seed} indexer {who} position {pos}: no selection")
                 compared += 1
                 if a != b:
-                    swapped = sorted(set(a or ()) ^ set(b or ()))
+                    swapped = sorted(set(a) ^ set(b))
                     differ.append(f"seed {seed} indexer {who} position {pos}: {swapped[:4]}")
     for line in differ[:5]:
         print(f"differs: {line} (key positions in one selection only)")
