@@ -459,3 +459,65 @@ def test_a_position_a_run_recorded_no_selection_for_is_no_verdict_never_equal(en
     result.script.write_text(text.replace('"beyond_topk": 19', '"beyond_topk": -8'))  # T = 8
     run = env.run(env._python(envs("mlx-lm-0.32.2")), result.script)
     assert run.reproduced is None and "no selection" in run.output, run.output
+
+
+SLOWED = '''
+def planted(model, after_verify):
+    """A planted slow-down: 20 ms more in each one-token step, after the first verify-width
+    step (after_verify) or from the first step on."""
+    cls, seen = type(model), {"verify": not after_verify}
+    call = cls.__call__
+
+    def slowed(self, inputs, *args, **kwargs):
+        width = inputs.shape[1]
+        seen["verify"] = seen["verify"] or 1 < width <= 16
+        if width == 1 and seen["verify"]:
+            time.sleep(0.02)
+        return call(self, inputs, *args, **kwargs)
+
+    cls.__call__ = slowed
+    return model
+
+
+def check():'''
+
+
+@pytest.mark.arms
+def test_the_decode_script_reports_a_slow_down_after_verify_steps_and_not_one_throughout(
+    envs, tmp_path
+):
+    """decode_after_verify's verdict on two planted runtimes: decoding that slows only after the
+    verify steps reproduces; decoding as slow before them as after does not."""
+    cid = case("speculative", "mlx-lm/deepseek_v3", "mlx-lm-0.32.2", "deepseek-v3")
+    result = repro(
+        ReproRequest(
+            SHIPPED, cid, tmp_path, config="decode_after_verify", venv=envs("mlx-lm-0.32.2")
+        )
+    )
+    assert result.reproduced is not None, result.run.output  # a timing: decided, either way
+    text = result.script.read_text()
+    assert text.count("\ndef check():") == text.count("    model = build_model()\n") == 1
+    for after_verify, reproduces in ((True, True), (False, False)):
+        planted = text.replace("\ndef check():", SLOWED).replace(
+            "    model = build_model()\n", f"    model = planted(build_model(), {after_verify})\n"
+        )
+        result.script.write_text(planted)
+        run = env.run(env._python(envs("mlx-lm-0.32.2")), result.script)
+        assert run.reproduced is reproduces, run.output
+
+
+@pytest.mark.arms
+def test_a_batch_whose_caches_stay_unquantized_is_the_other_finding_never_this_one(envs, tmp_path):
+    """The batched quantized script where _make_cache quantizes nothing (planted: kv_bits not
+    passed on): not reproduced, the unquantized caches named as the other finding."""
+    cid = "serving_quantized::mlx-vlm/deepseek_v3::mlx-vlm-0.7.10::deepseek-v3::float32::cpu"
+    result = repro(
+        ReproRequest(SHIPPED, cid, tmp_path, config="q8_batched", venv=envs("mlx-vlm-0.7.10"))
+    )
+    assert result.reproduced is False and "raised" in result.run.output, result.run.output
+    text = result.script.read_text()
+    call = "ar._make_cache(model, pads, kv_bits=bits, kv_group_size=group)"
+    assert text.count(call) == 1
+    result.script.write_text(text.replace(call, call.replace("kv_bits=bits", "kv_bits=None")))
+    run = env.run(env._python(envs("mlx-vlm-0.7.10")), result.script)
+    assert run.reproduced is False and "quantized no cache of the batch" in run.output, run.output
