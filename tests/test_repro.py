@@ -242,7 +242,7 @@ RECORDED = [
     ("crossover-v3-stock", "formula_width", True),
     ("crossover-v3-patched", "formula_width", True),
     ("crossover-glm-patched", "formula_width", False),
-    ("decode-stock", "decode_after_verify", False),
+    ("decode-stock", "decode_after_verify", True),
     ("decode-patched", "decode_after_verify", False),
 ]
 
