@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mlagate import backends
 from mlagate import matrix as matrix_mod
 from mlagate.paths import default_path
 from mlagate.repro import env
@@ -401,6 +402,22 @@ def test_each_recorded_gpu_run_is_of_todays_script_and_says_what_the_matrix_expe
     assert run.reproduced is reproduced, output
     assert result.expected is reproduced, result.line()
     assert "backend: Device(gpu, 0)" in output
+
+
+@pytest.mark.arms
+@pytest.mark.parametrize(("folder", "config", "reproduced"), RECORDED, ids=lambda v: str(v))
+def test_each_gpu_finding_reproduces_in_a_fresh_environment_on_a_cuda_runner(
+    folder, config, reproduced, envs, tmp_path
+):
+    """Where MLX runs on CUDA (MLAGATE_BACKEND=cuda, a registry reachable): each recorded GPU
+    case's script, written now and run in a fresh environment with MLX's CUDA extra, says what
+    the matrix expects. Elsewhere it is skipped; the recorded runs are held above."""
+    if backends.default_backend() != "cuda":
+        pytest.skip("needs MLX's CUDA backend: MLAGATE_BACKEND=cuda on a CUDA runner")
+    cid = json.loads((RECORDED_AT / folder / "case.json").read_text())["case"]
+    venv = envs(cid.split("::")[2] + "-cuda")
+    result = repro(ReproRequest(SHIPPED, cid, tmp_path, profile="full", config=config, venv=venv))
+    assert result.reproduced is not None and result.exit_code == 0, result.line()
 
 
 def test_a_backend_finding_holds_on_its_backend_and_a_setting_reads_the_profile(tmp_path):
